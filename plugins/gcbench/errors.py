@@ -1,0 +1,63 @@
+"""Exceptions of GC-Bench. Each carries the file, field or device it is about.
+
+The CLI turns any :class:`GCBenchError` into one line on stderr and an exit code
+(:attr:`GCBenchError.exit_code`), never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class GCBenchError(Exception):
+    """Base class of every error GC-Bench raises on purpose."""
+
+    exit_code = 1
+
+
+class PlanError(GCBenchError):
+    """A plan file is not a valid GC-Bench plan.
+
+    Attributes:
+        path: the plan file (or ``"<string>"``).
+        line: 1-based line of the offending node, or None when unknown.
+        field: dotted field path inside the plan, e.g. ``workloads[0].matrix.batch_size``.
+        message: what is wrong, in one sentence.
+    """
+
+    exit_code = 2
+
+    def __init__(self, path: str, line: int | None, field: str, message: str):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = f"{self.path}:{line}" if line is not None else self.path
+        loc = f" {field}:" if field else ""
+        super().__init__(f"{where}:{loc} {message}")
+
+
+class MeasurementError(GCBenchError):
+    """A sensor cannot be read or gives values that cannot be trusted.
+
+    Attributes:
+        device: the device the error is about (``"gpu0"``, ``"rapl:package-0"``, ...).
+    """
+
+    def __init__(self, device: str, message: str):
+        self.device = device
+        super().__init__(f"{device}: {message}")
+
+
+class StoreError(GCBenchError):
+    """The results database refused or lost an operation."""
+
+
+class TrialError(GCBenchError):
+    """A trial could not be prepared or its result files are unusable.
+
+    Attributes:
+        trial_id: the trial concerned, or None.
+    """
+
+    def __init__(self, trial_id: str | None, message: str):
+        self.trial_id = trial_id
+        super().__init__(f"trial {trial_id}: {message}" if trial_id else message)

@@ -1,0 +1,136 @@
+"""The trial spec: the plain-JSON description of one measured run.
+
+A plan expands into a list of :class:`TrialSpec`. The spec is everything the trial
+process needs (``python -m gcbench.trial SPEC.json OUTDIR``) and nothing about where
+or when it runs, so that its id is stable:
+
+    trial_id = sha256(plan name + "\\n" + canonical JSON of the spec)[:16]
+
+The canonical JSON has sorted keys, no whitespace and excludes ``trial_id`` and
+``order`` (the position in a randomized schedule). The same plan therefore gives the
+same ids in any process on any machine, and adding a variant to a plan adds ids
+without changing the existing ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Scalar = str | int | float | bool | None
+
+
+class Amount(BaseModel):
+    """A warm-up or measurement window, in steps or in seconds (exactly one is set)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: int | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, ge=0)
+
+
+class EnergySettings(BaseModel):
+    """How a trial measures energy.
+
+    Attributes:
+        backend: ``auto`` (NVML, else nvidia-smi, else simulated), or one of them
+            forced. ``simulated`` yields numbers labelled ``source = simulated``.
+        sample_hz: power sampling rate (Hz) of the background sampler.
+        counter_hz: energy-counter read rate (Hz); NVML's counter updates every
+            ~100 ms and one read costs ~4 ms (ARCHITECTURE.md), so 10-20 Hz is enough.
+        jitter_max_s: the measured window starts after a seeded random delay in
+            [0, jitter_max_s], so windows do not line up with the sensor's averaging.
+        idle_baseline_s: idle power measured before the trial for this long (0: off).
+        cooldown_max_s: wait at most this long before the trial for the GPU
+            temperature to fall below ``cooldown_temp_c`` (0: off).
+        cooldown_temp_c: temperature threshold of the cool-down (deg C).
+        rapl_root: powercap tree for CPU energy (tests point it at a fake tree).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["auto", "nvml", "nvidia-smi", "simulated"] = "auto"
+    sample_hz: float = Field(default=20.0, gt=0, le=1000)
+    counter_hz: float = Field(default=10.0, gt=0, le=100)
+    jitter_max_s: float = Field(default=0.0, ge=0, le=10)
+    idle_baseline_s: float = Field(default=0.0, ge=0, le=600)
+    cooldown_max_s: float = Field(default=0.0, ge=0, le=3600)
+    cooldown_temp_c: float = Field(default=50.0, gt=0, le=120)
+    rapl_root: str = "/sys/class/powercap"
+
+
+class TrialSpec(BaseModel):
+    """One trial: a workload with its settings and factor values, one repetition.
+
+    Attributes:
+        plan: plan name.
+        workload: name of the plan's workload entry this trial comes from.
+        kind: workload kind (``tinylm``, ``h2d``, ``resnet_cifar``, ``noop``).
+        variant: readable label of the factor combination, e.g.
+            ``tinylm-infer[batch_size=8,path=torch]``; repetitions of one variant form
+            a group in statistics.
+        factors: the factor values of this variant (from the plan's matrix).
+        settings: effective workload settings (fixed settings overlaid by factors).
+        repetition: 0-based repetition index.
+        seed: per-trial seed, derived from the plan seed, variant and repetition.
+        devices: host GPU indices (as in CUDA_VISIBLE_DEVICES) the trial uses.
+        warmup, window: warm-up and measured window.
+        energy: measurement settings.
+        order: position in the plan's (possibly randomized) schedule; not hashed.
+        trial_id: the stable id (see module docstring); filled by :meth:`with_id`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: str
+    workload: str
+    kind: str
+    variant: str
+    factors: dict[str, Scalar] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    repetition: int = Field(ge=0)
+    seed: int
+    devices: list[int] = Field(default_factory=list)
+    warmup: Amount = Amount(steps=0)
+    window: Amount = Amount(steps=1)
+    energy: EnergySettings = EnergySettings()
+    order: int = 0
+    trial_id: str = ""
+
+    def canonical_json(self) -> str:
+        """The JSON that is hashed into the trial id (sorted keys, compact)."""
+        data = self.model_dump(mode="json", exclude={"trial_id", "order"})
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    def compute_id(self) -> str:
+        """sha256(plan + newline + canonical JSON), first 16 hex digits."""
+        digest = hashlib.sha256((self.plan + "\n" + self.canonical_json()).encode("utf-8"))
+        return digest.hexdigest()[:16]
+
+    def with_id(self) -> "TrialSpec":
+        """A copy with ``trial_id`` set to :meth:`compute_id`."""
+        return self.model_copy(update={"trial_id": self.compute_id()})
+
+    @property
+    def group(self) -> str:
+        """Statistics group: all repetitions of one variant."""
+        return self.variant
+
+    def to_json(self) -> str:
+        """Plain JSON of the whole spec (id included), for SPEC.json files and XCom."""
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_file(cls, path) -> "TrialSpec":
+        """Load a SPEC.json file; raises pydantic.ValidationError on a bad file."""
+        with open(path, encoding="utf-8") as f:
+            return cls.model_validate_json(f.read())
+
+
+def derive_seed(plan_seed: int, variant: str, repetition: int) -> int:
+    """A 31-bit seed from the plan seed, the variant label and the repetition index."""
+    h = hashlib.sha256(f"{plan_seed}|{variant}|{repetition}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
