@@ -1,0 +1,323 @@
+"""Per-GPU power cap for the duration of a trial, always restored afterwards.
+
+The multi-GPU study runs each configuration at a power limit of 300, 250 or 200 W per
+GPU. :class:`PowerCap` sets that limit through NVML before the measured window and puts
+back the limit each GPU had before, whatever happens in between (the workload raising,
+a KeyboardInterrupt, a failure while setting the second GPU)::
+
+    with PowerCap(cap_w=250, gpu_indices=[0, 1]) as cap:
+        cap.applied   # [AppliedCap(index=0, previous_w=700.0, cap_w=250.0, enforced_w=250.0), ...]
+        ...           # warm-up and measured window
+    # both GPUs are back at 700 W here
+
+How: ``nvmlDeviceGetPowerManagementLimit`` (mW) is read and kept,
+``nvmlDeviceGetPowerManagementLimitConstraints`` gives the allowed [min, max] (mW; on
+the H200 200-700 W), ``nvmlDeviceSetPowerManagementLimit`` sets the cap (mW), and
+``nvmlDeviceGetEnforcedPowerLimit`` tells what the driver actually enforces (it may be
+lower when another limit, e.g. a thermal or board one, is tighter).
+
+Permissions: setting a power limit needs root or ``CAP_SYS_ADMIN``. NVML answers
+``NVML_ERROR_NO_PERMISSION`` otherwise and :class:`PowerCapPermissionError` is raised so
+the trial is *skipped* with that reason instead of silently running uncapped. In Docker
+run the trial container with ``--cap-add SYS_ADMIN`` (DockerOperator:
+``cap_add=["SYS_ADMIN"]``); the limit applies to the whole GPU, not only the container.
+
+Indices: ``gpu_indices`` are NVML indices. NVML enumerates GPUs in PCI bus order; CUDA does
+the same only with ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (the trial process sets it). Inside a
+container that sees only its own GPUs, NVML index 0 is the container's first GPU.
+
+A process killed with SIGKILL cannot restore anything: :func:`reset_to_default` puts a
+GPU back at its default limit and is what an operator (or the next trial) runs then.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from gcbench.errors import GCBenchError
+from gcbench.trial import SkipTrial
+from gcbench.units import mw_to_w
+
+log = logging.getLogger(__name__)
+
+CAP_SYS_ADMIN_HINT = (
+    "setting a GPU power limit needs root or CAP_SYS_ADMIN "
+    "(docker run --cap-add SYS_ADMIN; DockerOperator cap_add=['SYS_ADMIN'])"
+)
+
+
+class PowerCapError(GCBenchError):
+    """A power cap cannot be applied; the trial is skipped with :attr:`skip_reason`.
+
+    Attributes:
+        device: the GPU concerned (``gpu0`` ...).
+        skip_reason: one line for the trial's stored reasons.
+    """
+
+    def __init__(self, device: str, message: str):
+        self.device = device
+        self.skip_reason = f"{device}: {message}"
+        super().__init__(self.skip_reason)
+
+
+class PowerCapPermissionError(PowerCapError, SkipTrial):
+    """NVML refused to set the limit (NVML_ERROR_NO_PERMISSION): needs CAP_SYS_ADMIN.
+
+    A :class:`gcbench.trial.SkipTrial`: the trial exits "skipped" with this reason.
+    """
+
+
+class PowerCapRangeError(PowerCapError, SkipTrial):
+    """The requested cap lies outside the GPU's [min, max] power limit (trial skipped)."""
+
+
+class PowerCapUnavailableError(PowerCapError, SkipTrial):
+    """A cap was requested where there is no GPU or no NVML to set it (trial skipped)."""
+
+
+class PowerCapRestoreError(GCBenchError):
+    """A previous limit could not be put back; the GPU is left capped (operator action).
+
+    Attributes:
+        devices: the GPUs left at the cap.
+    """
+
+    def __init__(self, devices: list[str], message: str):
+        self.devices = devices
+        super().__init__(f"{', '.join(devices)}: {message}")
+
+
+@dataclass(frozen=True)
+class AppliedCap:
+    """One GPU's cap while it is applied.
+
+    Attributes:
+        index: NVML index.
+        previous_w: the limit before the trial, W (restored at exit).
+        cap_w: the limit set, W.
+        enforced_w: the limit the driver enforces after setting, W; None when unreadable.
+        min_w, max_w: the GPU's allowed limit range, W.
+    """
+
+    index: int
+    previous_w: float
+    cap_w: float
+    enforced_w: float | None
+    min_w: float
+    max_w: float
+
+
+def _is_no_permission(pynvml: Any, exc: Exception) -> bool:
+    return getattr(exc, "value", None) == pynvml.NVML_ERROR_NO_PERMISSION
+
+
+class PowerCap:
+    """Context manager: cap each GPU of ``gpu_indices`` at ``cap_w`` watts, then restore.
+
+    Args:
+        cap_w: the per-GPU limit in W, or None for "no cap" (a no-op that touches
+            neither NVML nor the GPUs).
+        gpu_indices: NVML indices of the trial's GPUs.
+
+    Raises (from ``__enter__``, after undoing any GPU already capped):
+        PowerCapPermissionError: no permission to set limits (see module docstring).
+        PowerCapRangeError: ``cap_w`` outside the GPU's [min, max].
+        PowerCapUnavailableError: no GPU in ``gpu_indices`` or NVML does not start.
+        PowerCapError: any other NVML failure while applying (the trial fails).
+
+    The first three are :class:`gcbench.trial.SkipTrial`: the trial is skipped with
+    the reason (``exc.skip_reason``).
+
+    ``__exit__`` restores every applied GPU even when the body raised. A failed restore
+    is logged; it raises :class:`PowerCapRestoreError` only when the body itself did not
+    raise (the body's exception is never masked).
+    """
+
+    def __init__(self, cap_w: float | None, gpu_indices: list[int]):
+        if cap_w is not None and cap_w <= 0:
+            raise ValueError(f"power cap must be > 0 W, got {cap_w}")
+        self.cap_w = cap_w
+        self.gpu_indices = list(gpu_indices)
+        self.applied: list[AppliedCap] = []
+        self._handles: dict[int, Any] = {}
+        self._pynvml: Any | None = None
+
+    # -- entering -------------------------------------------------------------------
+
+    def __enter__(self) -> "PowerCap":
+        if self.cap_w is None:
+            return self
+        import pynvml  # nvidia-ml-py; imported here so that importing gcbench stays cheap
+
+        self._pynvml = pynvml
+        if not self.gpu_indices:
+            raise PowerCapUnavailableError("gpu", f"a {self.cap_w:g} W power cap needs a GPU; the trial has none")
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise PowerCapUnavailableError(
+                "nvml", f"cannot initialise NVML to set a power cap: {exc}"
+            ) from exc
+        try:
+            for index in self.gpu_indices:
+                self._apply(index)
+        except BaseException:
+            self._restore_all(raise_errors=False)
+            self._shutdown()
+            raise
+        return self
+
+    def _apply(self, index: int) -> None:
+        pynvml = self._pynvml
+        device = f"gpu{index}"
+        cap_mw = int(round(self.cap_w * 1000))
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            previous_mw = pynvml.nvmlDeviceGetPowerManagementLimit(handle)
+            min_mw, max_mw = pynvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+        except pynvml.NVMLError as exc:
+            raise PowerCapError(device, f"cannot read the power limit: {exc}") from exc
+        if not min_mw <= cap_mw <= max_mw:
+            raise PowerCapRangeError(
+                device,
+                f"power cap {self.cap_w:g} W outside the allowed range "
+                f"{mw_to_w(min_mw):g}-{mw_to_w(max_mw):g} W",
+            )
+        try:
+            pynvml.nvmlDeviceSetPowerManagementLimit(handle, cap_mw)
+        except pynvml.NVMLError as exc:
+            if _is_no_permission(pynvml, exc):
+                raise PowerCapPermissionError(
+                    device, f"no permission to set a {self.cap_w:g} W power cap: {CAP_SYS_ADMIN_HINT}"
+                ) from exc
+            raise PowerCapError(device, f"cannot set a {self.cap_w:g} W power cap: {exc}") from exc
+        # Recorded only once set, so that only GPUs we changed are restored.
+        self._handles[index] = handle
+        try:
+            enforced_w: float | None = mw_to_w(pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+        except pynvml.NVMLError:
+            enforced_w = None
+        self.applied.append(
+            AppliedCap(
+                index=index,
+                previous_w=mw_to_w(previous_mw),
+                cap_w=float(self.cap_w),
+                enforced_w=enforced_w,
+                min_w=mw_to_w(min_mw),
+                max_w=mw_to_w(max_mw),
+            )
+        )
+        log.info("gpu%d power limit %.0f W -> %.0f W", index, mw_to_w(previous_mw), self.cap_w)
+
+    # -- leaving --------------------------------------------------------------------
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.cap_w is None:
+            return
+        try:
+            self._restore_all(raise_errors=exc_type is None)
+        finally:
+            self._shutdown()
+
+    def _restore_all(self, raise_errors: bool) -> None:
+        pynvml = self._pynvml
+        failed: list[str] = []
+        messages: list[str] = []
+        for applied in reversed(self.applied):
+            handle = self._handles[applied.index]
+            try:
+                pynvml.nvmlDeviceSetPowerManagementLimit(handle, int(round(applied.previous_w * 1000)))
+                log.info("gpu%d power limit restored to %.0f W", applied.index, applied.previous_w)
+            except pynvml.NVMLError as exc:
+                failed.append(f"gpu{applied.index}")
+                messages.append(f"gpu{applied.index}: {exc}")
+                log.error(
+                    "gpu%d: could not restore the power limit to %.0f W: %s "
+                    "(run gcbench.energy.powercap.reset_to_default)",
+                    applied.index, applied.previous_w, exc,
+                )
+        self.applied = []
+        self._handles = {}
+        if failed and raise_errors:
+            raise PowerCapRestoreError(failed, "previous power limit not restored: " + "; ".join(messages))
+
+    def _shutdown(self) -> None:
+        if self._pynvml is not None:
+            try:
+                self._pynvml.nvmlShutdown()
+            except self._pynvml.NVMLError:
+                pass
+
+    def metrics(self) -> dict[str, float | str | None]:
+        """Metrics for result.json while applied: ``power_cap_w``, enforced and previous limits (W)."""
+        if self.cap_w is None:
+            return {"power_cap_w": None, "power_cap_state": "none"}
+        enforced = [a.enforced_w for a in self.applied]
+        return {
+            "power_cap_w": float(self.cap_w),
+            "power_cap_state": "applied",
+            "power_limit_enforced_w": min(enforced) if enforced and None not in enforced else None,
+            "power_limit_previous_w": max((a.previous_w for a in self.applied), default=None),
+        }
+
+
+def limits_w(gpu_indices: list[int]) -> dict[int, dict[str, float]]:
+    """Current, default, min and max power limit (W) of each GPU; for plan validation.
+
+    Raises:
+        PowerCapError: NVML unavailable or a limit unreadable.
+    """
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise PowerCapError("nvml", f"cannot initialise NVML: {exc}") from exc
+    try:
+        out = {}
+        for index in gpu_indices:
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(index)
+                lo, hi = pynvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
+                out[index] = {
+                    "current_w": mw_to_w(pynvml.nvmlDeviceGetPowerManagementLimit(h)),
+                    "default_w": mw_to_w(pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h)),
+                    "min_w": mw_to_w(lo),
+                    "max_w": mw_to_w(hi),
+                }
+            except pynvml.NVMLError as exc:
+                raise PowerCapError(f"gpu{index}", f"cannot read power limits: {exc}") from exc
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def reset_to_default(gpu_indices: list[int]) -> dict[int, float]:
+    """Put each GPU back at its default power limit (W returned per index).
+
+    For recovery after a trial process was killed while a cap was applied.
+
+    Raises:
+        PowerCapPermissionError: no permission (needs CAP_SYS_ADMIN).
+        PowerCapError: other NVML failures.
+    """
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        out = {}
+        for index in gpu_indices:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            default_mw = pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h)
+            try:
+                pynvml.nvmlDeviceSetPowerManagementLimit(h, default_mw)
+            except pynvml.NVMLError as exc:
+                if _is_no_permission(pynvml, exc):
+                    raise PowerCapPermissionError(f"gpu{index}", CAP_SYS_ADMIN_HINT) from exc
+                raise PowerCapError(f"gpu{index}", f"cannot reset the power limit: {exc}") from exc
+            out[index] = mw_to_w(default_mw)
+        return out
+    finally:
+        pynvml.nvmlShutdown()
