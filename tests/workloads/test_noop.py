@@ -1,0 +1,43 @@
+import time
+
+from gcbench.spec import Amount
+from gcbench.workloads import noop
+
+
+def test_steps_window_runs_exactly_n_trivial_steps(context, make_spec):
+    spec = make_spec("noop", window=Amount(steps=1000), warmup=Amount(steps=5))
+    ctx = context(spec)
+    out = noop.run(spec, ctx)
+    assert out == {"steps": 1000, "window_mode": "steps", "device_kind": "cpu"}
+    assert ctx.order == ["main"]
+    assert ctx.duration() < 0.05  # trivial steps, no sleeping
+
+
+def test_seconds_window_sleeps_for_the_window(context, make_spec):
+    spec = make_spec("noop", {"tick_s": 0.02}, window=Amount(seconds=0.2))
+    ctx = context(spec)
+    out = noop.run(spec, ctx)
+    assert out["window_mode"] == "seconds"
+    assert 0.2 <= ctx.duration() < 0.6
+    assert 10 <= out["steps"] <= 11
+
+
+def test_noop_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gcbench.workloads import noop; "
+        "from gcbench.spec import TrialSpec; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unknown_setting_is_refused(context, make_spec):
+    import pytest
+
+    spec = make_spec("noop", {"tick": 1})
+    with pytest.raises(ValueError, match="unknown noop settings: tick"):
+        noop.run(spec, context(spec))
