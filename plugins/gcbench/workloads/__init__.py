@@ -70,3 +70,12 @@ def settings(spec: TrialSpec, defaults: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown {spec.kind} settings: {', '.join(sorted(unknown))}")
     return {**defaults, **spec.settings}
+
+
+def defaults_for(kind: str) -> dict[str, Any] | None:
+    """The settings a workload kind accepts with their defaults (its ``DEFAULTS``), or None.
+
+    Workload modules import torch lazily, so this is cheap enough for DAG parsing.
+    """
+    module = load(kind)
+    return getattr(module, "DEFAULTS", None)

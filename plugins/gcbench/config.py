@@ -1,0 +1,48 @@
+"""Where GC-Bench keeps its files, from the environment.
+
+* ``GCBENCH_HOME``: working folder (trial outputs, embedded PostgreSQL, tool caches);
+  default ``<project root>/.gcbench``.
+* ``GCBENCH_REPORTS_DIR``: reports; default ``<project root>/reports``.
+* ``GCBENCH_DATABASE_URL``: results database; unset: the embedded server.
+* ``GCBENCH_PROJECT_ROOT``: the checkout (the DAG file sets it to its parent folder);
+  default: the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The project checkout (plans/, dags/, native/ live there)."""
+    return Path(os.environ.get("GCBENCH_PROJECT_ROOT") or Path.cwd()).resolve()
+
+
+def home() -> Path:
+    """GC-Bench's working folder (created on demand)."""
+    path = Path(os.environ.get("GCBENCH_HOME") or project_root() / ".gcbench")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def reports_dir() -> Path:
+    """Root of the reports: ``reports/<plan>/<run key>/``."""
+    return Path(os.environ.get("GCBENCH_REPORTS_DIR") or project_root() / "reports").resolve()
+
+
+def plans_dir() -> Path:
+    """Folder of the plan files the DAG factory reads."""
+    return Path(os.environ.get("GCBENCH_PLANS_DIR") or project_root() / "plans").resolve()
+
+
+def run_key(run_id: str) -> str:
+    """A file-system-safe form of an Airflow run id (``manual__2026-...`` -> ``manual__2026-...``)."""
+    key = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id).strip("._")
+    return key or "run"
+
+
+def run_dir(plan_name: str, run_id: str) -> Path:
+    """Output folder of one DAG run: one sub-folder per trial id."""
+    return home() / "runs" / plan_name / run_key(run_id)

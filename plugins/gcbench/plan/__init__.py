@@ -1,0 +1,7 @@
+"""Plans: schema, loading with file:line errors, and expansion into trial specs."""
+
+from gcbench.plan.expand import combinations, expand, variant_label, variants
+from gcbench.plan.loader import load_plan, plan_from_text
+from gcbench.plan.schema import Plan, WorkloadEntry
+
+__all__ = ["Plan", "WorkloadEntry", "combinations", "expand", "load_plan", "plan_from_text", "variant_label", "variants"]

@@ -1,0 +1,134 @@
+"""Expanding a plan into trial specs.
+
+Each workload's matrix is a cartesian product of its factor lists, minus the
+combinations matched by an ``exclude`` rule; each remaining combination is a
+*variant*, repeated ``repetitions`` times. The schedule is sequential or a seeded
+shuffle (``order: randomized``), so that slow drifts (temperature, clocks) do not
+line up with one variant.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any, Iterable
+
+from gcbench.errors import PlanError
+from gcbench.plan.schema import Plan, WorkloadEntry
+from gcbench.spec import Scalar, TrialSpec, derive_seed
+
+DEFAULT_MAX_MAP_LENGTH = 1024
+"""Airflow's default ``[core] max_map_length``: the most instances of one mapped task."""
+
+
+def _fmt(value: Scalar) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def variant_label(workload: str, factors: dict[str, Scalar]) -> str:
+    """``tinylm-infer`` + {path: torch, batch_size: 8} -> ``tinylm-infer[batch_size=8,path=torch]``."""
+    if not factors:
+        return workload
+    inner = ",".join(f"{k}={_fmt(factors[k])}" for k in sorted(factors))
+    return f"{workload}[{inner}]"
+
+
+def combinations(entry: WorkloadEntry) -> list[dict[str, Scalar]]:
+    """The factor combinations of one workload after ``exclude`` (matrix order)."""
+    keys = list(entry.matrix)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(entry.matrix[k] for k in keys))]
+    return [c for c in combos if not any(all(c.get(k) == v for k, v in rule.items()) for rule in entry.exclude)]
+
+
+def variants(plan: Plan) -> list[str]:
+    """Every variant label of the plan, in plan order."""
+    return [variant_label(w.name, c) for w in plan.workloads for c in combinations(w)]
+
+
+def _devices_for(entry: WorkloadEntry, settings: dict[str, Any], plan: Plan) -> list[int]:
+    gpus = settings.get("gpus", 1)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise ValueError(f"gpus must be a positive integer, got {gpus!r}")
+    return list(plan.devices[:gpus])
+
+
+def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") -> None:
+    """Checks that need the whole plan: non-empty matrices, known settings, GPU counts.
+
+    Raises:
+        PlanError: naming the workload's field and line.
+    """
+    lines = lines or {}
+    from gcbench.workloads import defaults_for
+
+    for i, w in enumerate(plan.workloads):
+        combos = combinations(w)
+        if not combos:
+            field = f"workloads[{i}].exclude" if w.exclude else f"workloads[{i}].matrix"
+            key = ("workloads", i, "exclude" if w.exclude else "matrix")
+            raise PlanError(source, lines.get(key, lines.get(("workloads", i))), field,
+                            "the matrix is empty after exclude rules: no trial to run")
+        defaults = defaults_for(w.kind)
+        if defaults is not None:
+            for where, keys in (("settings", w.settings), ("matrix", w.matrix)):
+                for key in keys:
+                    if key not in defaults and key != "gpus":
+                        raise PlanError(source, lines.get(("workloads", i, where, key)), f"workloads[{i}].{where}.{key}",
+                                        f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}")
+        for combo in combos:
+            settings = {**w.settings, **combo}
+            gpus = settings.get("gpus", 1)
+            if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+                raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus", f"gpus must be a positive integer, got {gpus!r}")
+            if gpus > max(1, len(plan.devices)):
+                raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus",
+                                f"needs {gpus} GPUs but the plan lists devices {plan.devices}")
+    n = sum(len(combinations(w)) * (w.repetitions or plan.repetitions) for w in plan.workloads)
+    if n > DEFAULT_MAX_MAP_LENGTH:
+        raise PlanError(source, lines.get(("repetitions",)), "repetitions",
+                        f"the plan expands to {n} trials, more than Airflow's max_map_length "
+                        f"({DEFAULT_MAX_MAP_LENGTH}); split it into several plans or lower repetitions")
+
+
+def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[str] | None = None) -> list[TrialSpec]:
+    """Trial specs of a plan, in schedule order, each with its stable ``trial_id``.
+
+    Args:
+        plan: a validated plan.
+        repetitions: overrides every workload's repetitions (trigger-form parameter).
+        only_variants: keep only these variant labels (None or empty: all).
+
+    Raises:
+        PlanError: an unknown variant label is asked for.
+    """
+    wanted = set(only_variants or [])
+    unknown = wanted - set(variants(plan))
+    if unknown:
+        raise PlanError(plan.name, None, "params.variants", f"unknown variants: {', '.join(sorted(unknown))}")
+    specs: list[TrialSpec] = []
+    for w in plan.workloads:
+        reps = repetitions or w.repetitions or plan.repetitions
+        for combo in combinations(w):
+            label = variant_label(w.name, combo)
+            if wanted and label not in wanted:
+                continue
+            settings = {**w.settings, **combo}
+            for rep in range(reps):
+                spec = TrialSpec(
+                    plan=plan.name,
+                    workload=w.name,
+                    kind=w.kind,
+                    variant=label,
+                    factors=combo,
+                    settings=settings,
+                    repetition=rep,
+                    seed=derive_seed(plan.seed, label, rep),
+                    devices=_devices_for(w, settings, plan),
+                    warmup=(w.warmup or plan.warmup).model_dump(),
+                    window=(w.window or plan.window).model_dump(),
+                    energy=plan.energy,
+                )
+                specs.append(spec.with_id())
+    if plan.order == "randomized":
+        random.Random(plan.seed).shuffle(specs)
+    return [s.model_copy(update={"order": i}) for i, s in enumerate(specs)]

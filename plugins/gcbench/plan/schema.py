@@ -1,0 +1,206 @@
+"""The plan schema (pydantic v2).
+
+A plan is one YAML file under ``plans/``; it says what to compare. Example::
+
+    name: smoke
+    runner: local
+    devices: [0]
+    repetitions: 3
+    seed: 7
+    order: randomized
+    warmup: {steps: 2}
+    window: {steps: 8}
+    workloads:
+      - name: tinylm-infer
+        kind: tinylm
+        settings: {mode: infer, layers: 2, d_model: 64}
+        matrix: {batch_size: [4, 8], path: [torch]}
+        exclude: [{batch_size: 8, path: external-go}]
+
+Every model forbids unknown keys, so a typo is an error that names its field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gcbench.spec import Amount, EnergySettings, Scalar
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+"""Plan and workload names: lower-case letters, digits, ``-`` and ``_`` (they become dag_ids)."""
+
+WORKLOAD_KINDS = ("noop", "tinylm", "h2d", "resnet_cifar")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Window(Amount):
+    """A warm-up or measurement window: ``{steps: N}`` or ``{seconds: S}``, exactly one."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Window":
+        if (self.steps is None) == (self.seconds is None):
+            raise ValueError("give exactly one of 'steps' or 'seconds'")
+        return self
+
+
+class ValidationSettings(_Strict):
+    """Thresholds of the validation rules (``gcbench.validate``).
+
+    Attributes:
+        min_window_periods: the window must last at least this many sensor update
+            periods (NVML updates every ~100 ms: 10 periods = 1 s).
+        max_gap_periods: largest allowed gap between samples, in update periods.
+        cross_check_max_rel: largest allowed |counter - integrated power| / integrated.
+        min_valid_repetitions: below this many valid repetitions a group is inconclusive.
+        outlier_mad_k: a trial whose primary metric lies more than k scaled MADs from
+            its group median is flagged as an outlier (kept, not dropped).
+    """
+
+    min_window_periods: float = Field(default=10.0, ge=0)
+    max_gap_periods: float = Field(default=3.0, gt=0)
+    cross_check_max_rel: float = Field(default=0.03, gt=0, le=1)
+    min_valid_repetitions: int = Field(default=2, ge=1)
+    outlier_mad_k: float = Field(default=3.5, gt=0)
+
+
+class CarbonSettings(_Strict):
+    """Carbon intensity for CO2e: kgCO2e = kWh x intensity (kgCO2e/kWh)."""
+
+    intensity_kg_per_kwh: float = Field(default=0.20, ge=0, le=5)
+    band: tuple[float, float] = (0.10, 0.30)
+
+    @model_validator(mode="after")
+    def _band_brackets(self) -> "CarbonSettings":
+        low, high = self.band
+        if not (0 <= low <= self.intensity_kg_per_kwh <= high):
+            raise ValueError("band must satisfy 0 <= low <= intensity_kg_per_kwh <= high")
+        return self
+
+
+class WorkloadEntry(_Strict):
+    """One workload of a plan: a kind, fixed settings and a factor matrix.
+
+    The matrix is a cartesian product of its factor lists; ``exclude`` removes the
+    combinations that match every key of one of its rules. Factor values are overlaid
+    on ``settings`` to give each trial's effective settings.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: Literal["noop", "tinylm", "h2d", "resnet_cifar"]
+    description: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
+    exclude: list[dict[str, Scalar]] = Field(default_factory=list)
+    repetitions: int | None = Field(default=None, ge=1, le=1000)
+    warmup: Window | None = None
+    window: Window | None = None
+
+    @field_validator("matrix")
+    @classmethod
+    def _factor_lists(cls, matrix: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for factor, values in matrix.items():
+            if not re.match(r"^[a-z][a-z0-9_]*$", factor):
+                raise ValueError(f"factor name {factor!r} must be lower_snake_case")
+            if not values:
+                raise ValueError(f"factor {factor!r} has no values")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"factor {factor!r} lists a value twice")
+        return matrix
+
+    @model_validator(mode="after")
+    def _exclude_names_factors(self) -> "WorkloadEntry":
+        for i, rule in enumerate(self.exclude):
+            unknown = set(rule) - set(self.matrix)
+            if not rule:
+                raise ValueError(f"exclude[{i}] is empty (it would exclude everything)")
+            if unknown:
+                raise ValueError(f"exclude[{i}] names {sorted(unknown)}, which are not matrix factors")
+        return self
+
+
+class HostSettings(_Strict):
+    """A GPU host of a multi-host deployment (CeleryExecutor): its queue and GPUs."""
+
+    queue: str = Field(pattern=NAME_PATTERN)
+    devices: list[int] = Field(default_factory=lambda: [0])
+
+
+class Plan(_Strict):
+    """A GC-Bench plan. See the module docstring for an example.
+
+    Attributes:
+        name: plan name; the DAG id is ``gcbench__<name>``.
+        schedule: cron expression or preset (``@daily``), or None for manual runs.
+        runner: ``local`` (subprocess) or ``docker`` (DockerOperator).
+        image: trial container image for the docker runner.
+        devices: host GPU indices the plan may use.
+        repetitions: repetitions per variant (a workload may override).
+        seed: plan seed; trial seeds and the randomized order derive from it.
+        order: ``randomized`` (seeded shuffle, against drift) or ``sequential``.
+        warmup, window: defaults for every workload.
+        energy: measurement settings; validation: rule thresholds; carbon: CO2e.
+        hosts: optional multi-host mapping name -> queue and devices.
+        workloads: at least one workload, names unique.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    schedule: str | None = None
+    runner: Literal["local", "docker"] = "local"
+    image: str = "gcbench/trial:latest"
+    devices: list[int] = Field(default_factory=lambda: [0])
+    repetitions: int = Field(default=3, ge=1, le=1000)
+    seed: int = 0
+    order: Literal["randomized", "sequential"] = "randomized"
+    warmup: Window = Window(steps=0)
+    window: Window = Window(steps=10)
+    trial_timeout_s: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
+    energy: EnergySettings = EnergySettings()
+    validation: ValidationSettings = ValidationSettings()
+    carbon: CarbonSettings = CarbonSettings()
+    hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    workloads: list[WorkloadEntry] = Field(min_length=1)
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, schedule: str | None) -> str | None:
+        if schedule is None or schedule.startswith("@"):
+            presets = {None, "@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly"}
+            if schedule not in presets:
+                raise ValueError(f"unknown schedule preset {schedule!r}")
+            return schedule
+        from croniter import croniter
+
+        if not croniter.is_valid(schedule):
+            raise ValueError(f"{schedule!r} is not a valid cron expression")
+        return schedule
+
+    @field_validator("devices")
+    @classmethod
+    def _devices_unique(cls, devices: list[int]) -> list[int]:
+        if any(d < 0 for d in devices):
+            raise ValueError("device indices must be >= 0")
+        if len(set(devices)) != len(devices):
+            raise ValueError("a device is listed twice")
+        return devices
+
+    @field_validator("workloads")
+    @classmethod
+    def _names_unique(cls, workloads: list[WorkloadEntry]) -> list[WorkloadEntry]:
+        seen: set[str] = set()
+        for w in workloads:
+            if w.name in seen:
+                raise ValueError(f"duplicate workload name {w.name!r}")
+            seen.add(w.name)
+        return workloads
+
+    @property
+    def dag_id(self) -> str:
+        """Airflow DAG id of this plan."""
+        return f"gcbench__{self.name}"

@@ -1,0 +1,1 @@
+"""PostgreSQL store: schema migrations, COPY ingestion, queries for reports."""

@@ -1,0 +1,338 @@
+"""Loading trial outputs into PostgreSQL (the ``collect`` task).
+
+One transaction per trial: the trial row, its samples (COPY, streamed from
+``samples.csv`` with bounded memory) and its metrics. Collecting is idempotent: a
+trial already stored for the DAG run with the same result is left alone, and a
+stored failed trial is replaced by a newer attempt's result. Concurrent collectors
+of one DAG run serialize per trial on an advisory lock.
+
+A trial whose process died leaves no result.json: it is stored as ``failed`` with
+the tail of its log, and the samples written so far are kept and marked partial;
+no metric is stored for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from gcbench.energy.base import SAMPLE_COLUMNS
+from gcbench.errors import StoreError, TrialError
+from gcbench.spec import TrialSpec
+
+LOG_TAIL_BYTES = 4000
+
+_NUMERIC_COLUMNS = ("t_s", "power_w", "power_instant_w", "energy_j", "temperature_c", "sm_clock_mhz", "clocks_event_reasons")
+
+
+@dataclass
+class CollectOutcome:
+    """What ``collect_trial`` did with one trial folder.
+
+    Attributes:
+        trial_id: the trial.
+        action: ``stored``, ``unchanged`` (already stored), ``refused``.
+        status: stored status (``ok``, ``failed``, ``skipped``).
+        samples: samples stored; samples_dropped: malformed rows not stored.
+        reason: why refused or failed, when so.
+    """
+
+    trial_id: str
+    action: str
+    status: str | None = None
+    samples: int = 0
+    samples_dropped: int = 0
+    reason: str | None = None
+    partial: bool = False
+
+
+def metric_unit(name: str) -> str | None:
+    """The unit of a metric from its name (``gpu_energy_j`` -> ``J``)."""
+    table = [
+        ("j_per_token", "J/token"), ("j_per_gb", "J/GB"), ("gb_per_s", "GB/s"), ("tokens_per_s", "tokens/s"),
+        ("samples_per_s", "samples/s"), ("_kwh", "kWh"), ("co2e_kg", "kgCO2e"), ("_j", "J"), ("_w", "W"),
+        ("_s", "s"), ("_c", "degC"), ("_mhz", "MHz"), ("bytes", "B"), ("size_bytes", "B"), ("tokens", "tokens"),
+        ("_rel", "1"), ("accuracy", "1"),
+    ]
+    for suffix, unit in table:
+        if name.endswith(suffix) or name == suffix.strip("_"):
+            return unit
+    return None
+
+
+def read_log_tail(outdir: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of the trial's logs (trial.log, then runner.log)."""
+    parts = []
+    for name in ("trial.log", "runner.log"):
+        path = outdir / name
+        if path.exists():
+            with open(path, "rb") as f:
+                f.seek(max(0, path.stat().st_size - limit))
+                parts.append(f"--- {name} ---\n" + f.read().decode("utf-8", errors="replace"))
+    return "\n".join(parts)[-limit * 2:]
+
+
+class SampleStream(io.RawIOBase):
+    """A file-like stream of samples.csv rows prefixed with the trial's key, for COPY.
+
+    Reads line by line (memory bounded by one line). The header must match
+    :data:`SAMPLE_COLUMNS`; rows with the wrong number of fields or a non-numeric
+    value (a row cut short by a killed trial) are dropped and counted.
+    """
+
+    def __init__(self, path: Path, trial_pk: int):
+        self._f = open(path, "rb")
+        header = self._f.readline().decode("utf-8", errors="replace").strip()
+        if header != ",".join(SAMPLE_COLUMNS):
+            self._f.close()
+            raise TrialError(None, f"{path}: unexpected samples header {header!r}")
+        self._prefix = f"{trial_pk},".encode()
+        self._buf = b""
+        self.rows = 0
+        self.dropped = 0
+        self._n_fields = len(SAMPLE_COLUMNS)
+
+    def _valid(self, line: bytes) -> bool:
+        if not line.endswith(b"\n"):
+            return False
+        fields = line.rstrip(b"\r\n").split(b",")
+        if len(fields) != self._n_fields:
+            return False
+        for idx, col in enumerate(SAMPLE_COLUMNS):
+            if col in _NUMERIC_COLUMNS and fields[idx]:
+                try:
+                    value = float(fields[idx])
+                except ValueError:
+                    return False
+                if not math.isfinite(value):
+                    return False
+        return bool(fields[0]) and bool(fields[1])
+
+    def _lines(self) -> Iterator[bytes]:
+        for line in self._f:
+            if self._valid(line):
+                self.rows += 1
+                yield self._prefix + line
+            elif line.strip():
+                self.dropped += 1
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if not hasattr(self, "_it"):
+            self._it = self._lines()
+        while size < 0 or len(self._buf) < size:
+            try:
+                self._buf += next(self._it)
+            except StopIteration:
+                break
+        if size < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:size], self._buf[size:]
+        return out
+
+    def readline(self, size: int = -1) -> bytes:  # psycopg2 may call it
+        return self.read(size if size > 0 else 65536)
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def plan_sha256(plan_json: str) -> str:
+    """SHA-256 of a plan's canonical JSON."""
+    return hashlib.sha256(plan_json.encode()).hexdigest()
+
+
+def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None, params: dict | None = None) -> int:
+    """Upsert the plan and the DAG run; returns the dag_runs primary key."""
+    plan_json = plan.model_dump_json()
+    with conn.cursor() as cur:
+        cur.execute(
+            "INSERT INTO plans (plan_name, plan_sha256, plan) VALUES (%s, %s, %s::jsonb) "
+            "ON CONFLICT (plan_name) DO UPDATE SET plan_sha256 = EXCLUDED.plan_sha256, plan = EXCLUDED.plan, updated_at = now()",
+            (plan.name, plan_sha256(plan_json), plan_json),
+        )
+        cur.execute(
+            "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date, params) VALUES (%s, %s, %s, %s, %s::jsonb) "
+            "ON CONFLICT (dag_id, run_id) DO UPDATE SET logical_date = EXCLUDED.logical_date RETURNING id",
+            (plan.name, dag_id, run_id, logical_date, json.dumps(params or {})),
+        )
+        pk = cur.fetchone()[0]
+    conn.commit()
+    return pk
+
+
+def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: str | None) -> dict[str, str]:
+    """``{trial_id: status}`` already stored for this DAG run, or for its logical date.
+
+    A re-run or a backfill of a date finds the trials stored under that date by any
+    run of the same DAG, so they are not run again.
+    """
+    with conn.cursor() as cur:
+        if logical_date is not None:
+            cur.execute(
+                "SELECT t.trial_id, t.status FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
+                "WHERE r.dag_id = %s AND (r.run_id = %s OR r.logical_date = %s)",
+                (dag_id, run_id, logical_date),
+            )
+        else:
+            cur.execute(
+                "SELECT t.trial_id, t.status FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
+                "WHERE r.dag_id = %s AND r.run_id = %s",
+                (dag_id, run_id),
+            )
+        rows = cur.fetchall()
+    conn.commit()
+    out: dict[str, str] = {}
+    for trial_id, status in rows:
+        if out.get(trial_id) != "ok":
+            out[trial_id] = status
+    return out
+
+
+def _load_result(outdir: Path, spec: TrialSpec) -> tuple[dict | None, str | None]:
+    path = outdir / "result.json"
+    if not path.exists():
+        return None, None
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"result.json refused: not valid JSON ({exc})"
+    if not isinstance(result, dict):
+        return None, "result.json refused: not a JSON object"
+    if result.get("plan") != spec.plan:
+        return None, f"result.json refused: it belongs to plan {result.get('plan')!r}, not {spec.plan!r}"
+    if result.get("trial_id") != spec.trial_id:
+        return None, f"result.json refused: it belongs to trial {result.get('trial_id')!r}, not {spec.trial_id!r}"
+    missing = [k for k in ("status", "metrics", "energy") if k not in result]
+    if missing:
+        return None, f"result.json refused: truncated, missing {', '.join(missing)}"
+    if result["status"] not in ("ok", "failed", "skipped"):
+        return None, f"result.json refused: unknown status {result['status']!r}"
+    return result, None
+
+
+def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
+    """kgCO2e = kWh x intensity (kgCO2e/kWh), with the low and high ends of the band."""
+    kwh = metrics.get("energy_kwh")
+    if kwh is None or not carbon:
+        return {}
+    low, high = carbon.get("band", (None, None))
+    intensity = carbon["intensity_kg_per_kwh"]
+    return {"co2e_kg": kwh * intensity, "co2e_kg_low": kwh * low if low is not None else None,
+            "co2e_kg_high": kwh * high if high is not None else None}
+
+
+def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
+                  carbon: dict[str, Any] | None = None) -> CollectOutcome:
+    """Store one trial folder in one transaction; see the module docstring.
+
+    Args:
+        conn: psycopg2 connection (search_path gcbench).
+        dag_run_pk: ``dag_runs.id`` of the run.
+        spec: the trial's spec (its id and plan are checked against result.json).
+        outdir: the trial's output folder.
+        exit_code: the trial process's exit status as seen by the runner, if known.
+        carbon: the plan's carbon settings, for CO2e metrics.
+
+    Raises:
+        StoreError: the database failed (the transaction is rolled back; nothing
+            half-stored remains and a retry stores everything once).
+    """
+    import psycopg2
+    import psycopg2.extras
+
+    result, refusal = _load_result(outdir, spec)
+    samples_path = outdir / "samples.csv"
+    if result is None:
+        if refusal is None and not outdir.exists():
+            return CollectOutcome(spec.trial_id, "refused", reason=f"no output folder {outdir}")
+        status = "failed"
+        error = refusal or (f"trial process ended without a result (exit status {exit_code})"
+                            if exit_code is not None else "trial process ended without a result")
+        partial = True
+        metrics: dict[str, Any] = {}
+    else:
+        status = result["status"]
+        error = result.get("error")
+        partial = status != "ok"
+        metrics = dict(result.get("metrics") or {}) if status == "ok" else {}
+        metrics.update(co2e_metrics(metrics, carbon))
+    energy_main = (result or {}).get("energy", {}).get("main", {}) if result else {}
+    gpu = energy_main.get("gpu") or []
+    cpu = energy_main.get("cpu") or []
+    gpu_method = ",".join(sorted({d.get("method", "?") for d in gpu})) or None
+    cpu_method = ",".join(sorted({d.get("method", "?") for d in cpu})) or (("unavailable: " + energy_main["cpu_reason"]) if energy_main.get("cpu_reason") else None)
+    simulated = bool(energy_main.get("simulated")) or (result or {}).get("measurement", {}).get("backend") == "simulated"
+    flags = list(energy_main.get("flags") or [])
+    result_json = json.dumps(result, allow_nan=False) if result is not None else None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (dag_run_pk, spec.trial_id))
+            cur.execute("SELECT id, status, result::text FROM trials WHERE dag_run_id = %s AND trial_id = %s",
+                        (dag_run_pk, spec.trial_id))
+            row = cur.fetchone()
+            if row is not None and row[1] == "ok" and (result is None or status != "ok" or
+                                                         json.loads(row[2] or "null") == json.loads(result_json or "null")):
+                conn.rollback()
+                return CollectOutcome(spec.trial_id, "unchanged", status=row[1])
+            values = dict(
+                dag_run_id=dag_run_pk, trial_id=spec.trial_id, plan_name=spec.plan, variant=spec.variant,
+                workload=spec.workload, kind=spec.kind, repetition=spec.repetition, spec=spec.model_dump_json(),
+                status=status, exit_code=(result or {}).get("exit_code", exit_code), error=error,
+                log_tail=read_log_tail(outdir) if status != "ok" else None, result=result_json,
+                samples_partial=partial, simulated=simulated, gpu_method=gpu_method, cpu_method=cpu_method,
+                flags=json.dumps(flags), started_at=(result or {}).get("started_at"),
+                finished_at=(result or {}).get("finished_at"),
+            )
+            if row is None:
+                cols = ", ".join(values)
+                cur.execute(f"INSERT INTO trials ({cols}) VALUES ({', '.join('%(' + k + ')s' for k in values)}) RETURNING id",
+                            values)
+                trial_pk = cur.fetchone()[0]
+            else:
+                trial_pk = row[0]
+                sets = ", ".join(f"{k} = %({k})s" for k in values if k not in ("dag_run_id", "trial_id"))
+                cur.execute(f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
+                            f"WHERE id = %(id)s", {**values, "id": trial_pk})
+                cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
+                cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
+            n_samples = dropped = 0
+            if samples_path.exists():
+                stream = SampleStream(samples_path, trial_pk)
+                try:
+                    cur.copy_expert(
+                        f"COPY samples (trial_pk, {', '.join(SAMPLE_COLUMNS)}) FROM STDIN WITH (FORMAT csv, NULL '')",
+                        stream, size=1 << 20)
+                finally:
+                    stream.close()
+                n_samples, dropped = stream.rows, stream.dropped
+            cur.execute("UPDATE trials SET samples_count = %s WHERE id = %s", (n_samples, trial_pk))
+            rows = []
+            for name, value in sorted(metrics.items()):
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    rows.append((trial_pk, name, None, None if value is None else str(value), None))
+                else:
+                    v = float(value)
+                    rows.append((trial_pk, name, v if math.isfinite(v) else None, None, metric_unit(name)))
+            if rows:
+                psycopg2.extras.execute_values(
+                    cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
+        conn.commit()
+    except psycopg2.Error as exc:
+        try:
+            conn.rollback()
+        except psycopg2.Error:
+            pass
+        raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
+    return CollectOutcome(spec.trial_id, "stored", status=status, samples=n_samples, samples_dropped=dropped,
+                          reason=error, partial=partial)
+

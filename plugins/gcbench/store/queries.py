@@ -1,0 +1,130 @@
+"""Reading stored runs back as pandas DataFrames (validation, report, regression check)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+METRIC_COLUMNS = (
+    "duration_s", "tokens", "tokens_per_s", "gpu_energy_j", "cpu_energy_j", "total_energy_j", "j_per_token",
+    "gpu_j_per_token", "e2e_j_per_token", "bytes", "gb_per_s", "gpu_j_per_gb", "cpu_j_per_gb", "samples",
+    "samples_per_s", "accuracy", "energy_kwh", "co2e_kg", "co2e_kg_low", "co2e_kg_high", "gpu_energy_above_idle_j",
+    "codecarbon_energy_j", "codecarbon_rel_error",
+)
+"""Metric columns every trials frame has (NaN when a trial lacks one)."""
+
+
+def dag_run_pk(conn, dag_id: str, run_id: str) -> int | None:
+    """``dag_runs.id`` of a run, or None."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM dag_runs WHERE dag_id = %s AND run_id = %s", (dag_id, run_id))
+        row = cur.fetchone()
+    conn.commit()
+    return row[0] if row else None
+
+
+def trials_frame(conn, dag_run_pk: int):
+    """One row per trial of a DAG run, with metrics as columns (NaN = unknown).
+
+    Columns: trial_pk, trial_id, variant, workload, kind, repetition, status, error,
+    valid, reasons, flags, factors, gpu_method, cpu_method, simulated, samples_count,
+    samples_partial, window_start_s, window_end_s, idle_power_w, the metrics of
+    :data:`METRIC_COLUMNS` and any other stored metric; text metrics are columns too.
+    """
+    import pandas as pd
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT id, trial_id, variant, workload, kind, repetition, status, error, valid, reasons, flags, "
+            "spec->'factors', gpu_method, cpu_method, simulated, samples_count, samples_partial, "
+            "result->'windows', result->'energy'->'main'->'gpu' "
+            "FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
+            (dag_run_pk,),
+        )
+        rows = cur.fetchall()
+        cur.execute(
+            "SELECT m.trial_pk, m.name, m.value, m.text_value FROM metrics m JOIN trials t ON t.id = m.trial_pk "
+            "WHERE t.dag_run_id = %s", (dag_run_pk,))
+        metric_rows = cur.fetchall()
+    conn.commit()
+    cols = ["trial_pk", "trial_id", "variant", "workload", "kind", "repetition", "status", "error", "valid",
+            "reasons", "flags", "factors", "gpu_method", "cpu_method", "simulated", "samples_count",
+            "samples_partial", "windows", "gpu_devices"]
+    df = pd.DataFrame(rows, columns=cols)
+    df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]
+    df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
+    df["idle_power_w"] = [sum(d.get("idle_power_w") or 0 for d in g) if g and all(d.get("idle_power_w") is not None for d in g) else None
+                          for g in df["gpu_devices"]]
+    df = df.drop(columns=["gpu_devices"])
+    for col in ("reasons", "flags"):
+        df[col] = [list(v) if isinstance(v, list) else json.loads(v) if isinstance(v, str) else [] for v in df[col]]
+    df["factors"] = [f if isinstance(f, dict) else {} for f in df["factors"]]
+    numeric: dict[str, dict[int, Any]] = {}
+    text: dict[str, dict[int, Any]] = {}
+    for pk, name, value, text_value in metric_rows:
+        if text_value is not None:
+            text.setdefault(name, {})[pk] = text_value
+        else:
+            numeric.setdefault(name, {})[pk] = value
+    for name in METRIC_COLUMNS:
+        numeric.setdefault(name, {})
+    for name, values in numeric.items():
+        df[name] = pd.to_numeric(df["trial_pk"].map(values), errors="coerce").astype(float)
+    for name, values in text.items():
+        if name not in df.columns:
+            df[name] = df["trial_pk"].map(values)
+    return df
+
+
+def samples_frame(conn, dag_run_pk: int, trial_id: str):
+    """Samples of one trial of a run, ordered by time (columns of SAMPLE_COLUMNS)."""
+    import pandas as pd
+
+    from gcbench.energy.base import SAMPLE_COLUMNS
+
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT {', '.join('s.' + c for c in SAMPLE_COLUMNS)} FROM samples s JOIN trials t ON t.id = s.trial_pk "
+            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY s.t_s", (dag_run_pk, trial_id))
+        rows = cur.fetchall()
+    conn.commit()
+    return pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+
+
+def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
+    """``{window key: {start_s, end_s}}`` of one trial."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT result->'windows' FROM trials WHERE dag_run_id = %s AND trial_id = %s", (dag_run_pk, trial_id))
+        row = cur.fetchone()
+    conn.commit()
+    return (row[0] if row else None) or {}
+
+
+def set_validity(conn, trial_pk: int, valid: bool, reasons: list[str], flags: list[str]) -> None:
+    """Store a trial's validity, reasons and flags (no commit)."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE trials SET valid = %s, reasons = %s::jsonb, flags = %s::jsonb WHERE id = %s",
+                    (valid, json.dumps(reasons), json.dumps(flags), trial_pk))
+
+
+def history_frame(conn, dag_id: str, metrics: tuple[str, ...], limit_runs: int = 30):
+    """Per-run medians of valid trials for the last ``limit_runs`` runs of a DAG.
+
+    Columns: run_id, logical_date, variant, metric, value (median), n (valid trials).
+    """
+    import pandas as pd
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "WITH runs AS (SELECT id, run_id, logical_date FROM dag_runs WHERE dag_id = %s "
+            "  ORDER BY coalesce(logical_date, created_at) DESC, id DESC LIMIT %s) "
+            "SELECT r.run_id, r.logical_date, t.variant, m.name, "
+            "  percentile_cont(0.5) WITHIN GROUP (ORDER BY m.value), count(*) "
+            "FROM runs r JOIN trials t ON t.dag_run_id = r.id JOIN metrics m ON m.trial_pk = t.id "
+            "WHERE t.valid IS TRUE AND t.status = 'ok' AND m.name = ANY(%s) AND m.value IS NOT NULL "
+            "GROUP BY r.run_id, r.logical_date, t.variant, m.name ORDER BY r.logical_date",
+            (dag_id, limit_runs, list(metrics)),
+        )
+        rows = cur.fetchall()
+    conn.commit()
+    return pd.DataFrame(rows, columns=["run_id", "logical_date", "variant", "metric", "value", "n"])

@@ -1,0 +1,299 @@
+"""The one trial entry point: ``python -m gcbench.trial SPEC.json OUTDIR``.
+
+Both runners (local subprocess and Docker container) run this same code. It
+
+1. checks that OUTDIR is writable *before* anything is measured;
+2. starts the energy :class:`~gcbench.energy.meter.Meter` (sampling in another
+   process, streaming ``samples.csv`` so a killed trial keeps its samples);
+3. runs the workload, whose measured part sits inside ``ctx.window()``;
+4. stops the meter, derives the figures (J/token, GB/s, J/GB, ...) and writes
+   ``result.json`` atomically (temporary file + rename).
+
+Exit status: 0 the trial ran, 1 it failed (the error and traceback are in
+result.json and trial.log), 3 it was skipped on purpose (e.g. no permission to set a
+power cap), 2 the command line or the spec file is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from gcbench.errors import GCBenchError, TrialError
+from gcbench.spec import TrialSpec
+from gcbench.units import bytes_to_gb
+
+RESULT_SCHEMA = 1
+"""Version of the result.json layout."""
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
+
+
+class SkipTrial(GCBenchError):
+    """Raised by a workload that cannot run here on purpose (the reason is stored)."""
+
+
+def utcnow() -> str:
+    """Current UTC time, ISO 8601."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def check_writable(outdir: Path) -> None:
+    """Create OUTDIR and prove a file can be written there (disk not full, permissions).
+
+    Raises:
+        TrialError: the folder cannot be created or written.
+    """
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        probe = outdir / ".write-probe"
+        with open(probe, "wb") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
+    except OSError as exc:
+        raise TrialError(None, f"output folder {outdir} is not writable: {exc.strerror or exc}") from None
+
+
+class _Log:
+    def __init__(self, path: Path):
+        self._f = open(path, "a", encoding="utf-8", buffering=1)
+
+    def __call__(self, message: str) -> None:
+        line = f"{utcnow()} {message}"
+        self._f.write(line + "\n")
+        print(line, flush=True)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class Context:
+    """The :class:`gcbench.workloads.TrialContext` given to workloads."""
+
+    def __init__(self, spec: TrialSpec, outdir: Path, meter: Any, log: _Log):
+        self.spec = spec
+        self.outdir = outdir
+        self.meter = meter
+        self.log = log
+        self.device = _torch_device(spec)
+        self.windows: dict[str, dict[str, float]] = {}
+
+    @contextmanager
+    def window(self, key: str = "main") -> Iterator[None]:
+        """Measured window ``key``: energy and time between entry and exit."""
+        start_s = self.meter.begin_window(key)
+        self.log(f"window {key} begins at t={start_s:.3f}s")
+        try:
+            yield
+        finally:
+            end_s = self.meter.end_window(key)
+            self.windows[key] = {"start_s": start_s, "end_s": end_s}
+            self.log(f"window {key} ends at t={end_s:.3f}s ({end_s - start_s:.3f} s)")
+
+
+def _torch_device(spec: TrialSpec) -> str:
+    if not spec.devices or spec.kind == "noop":
+        return "cpu"
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def environment() -> dict[str, Any]:
+    """Facts about where the trial ran (host, Python, torch, CUDA)."""
+    env: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "in_container": Path("/.dockerenv").exists(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda
+        env["cuda_available"] = bool(torch.cuda.is_available())
+    return env
+
+
+def derive_metrics(counts: dict[str, Any], energy: dict[str, Any], windows: dict[str, Any]) -> dict[str, Any]:
+    """The trial's figures from the workload's counts and the main window's energy.
+
+    Args:
+        counts: what the workload returned (``tokens``, ``bytes``, ``samples``, ...).
+        energy: ``{window key: EnergyResult.to_dict()}``; ``main`` is the primary window.
+        windows: ``{window key: {start_s, end_s}}``.
+
+    Returns:
+        A flat dict. Energies in J, times in s, rates per s; None where unknown
+        (an unknown CPU energy never becomes 0). J/token and J/GB are GPU energy over
+        the main window; ``e2e_j_per_token`` adds CPU energy and the external
+        tokenization window where those are known.
+    """
+    main = energy.get("main") or {}
+    m: dict[str, Any] = {k: v for k, v in counts.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    duration_s = main.get("duration_s")
+    gpu_j = main.get("gpu_energy_j")
+    cpu_j = main.get("cpu_energy_j")
+    m["duration_s"] = duration_s
+    m["gpu_energy_j"] = gpu_j
+    m["cpu_energy_j"] = cpu_j
+    m["total_energy_j"] = gpu_j + cpu_j if gpu_j is not None and cpu_j is not None else None
+    m["energy_scope"] = "gpu+cpu" if m["total_energy_j"] is not None else "gpu" if gpu_j is not None else None
+    known_j = m["total_energy_j"] if m["total_energy_j"] is not None else gpu_j
+    m["energy_kwh"] = known_j / 3.6e6 if known_j is not None else None
+    idle = [d.get("idle_power_w") for d in main.get("gpu", [])]
+    if gpu_j is not None and duration_s and idle and all(p is not None for p in idle):
+        m["gpu_energy_above_idle_j"] = gpu_j - sum(idle) * duration_s
+
+    def per(value, unit_count):
+        return value / unit_count if value is not None and unit_count else None
+
+    tokens = counts.get("tokens")
+    if tokens:
+        m["tokens_per_s"] = per(tokens, duration_s)
+        m["j_per_token"] = m["gpu_j_per_token"] = per(gpu_j, tokens)
+        tok = energy.get("tokenize") or {}
+        e2e = [gpu_j, cpu_j, tok.get("gpu_energy_j") if tok else 0.0, tok.get("cpu_energy_j") if tok else 0.0]
+        m["e2e_j_per_token"] = per(sum(e2e), tokens) if all(x is not None for x in e2e) else None
+        if tok:
+            m["tokenize_duration_s"] = tok.get("duration_s")
+    n_bytes = counts.get("bytes")
+    if n_bytes:
+        gb = bytes_to_gb(n_bytes)
+        m["gb_per_s"] = per(gb, duration_s)
+        m["gpu_j_per_gb"] = per(gpu_j, gb)
+        m["cpu_j_per_gb"] = per(cpu_j, gb)
+    samples = counts.get("samples")
+    if samples:
+        m["samples_per_s"] = per(samples, duration_s)
+    return m
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to ``path`` through a temporary file and a rename (no half files)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=str, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and obj != obj:  # NaN -> unknown
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def run_trial(spec: TrialSpec, outdir: Path) -> int:
+    """Run one trial and write its result.json; returns the exit status."""
+    from gcbench import workloads
+    from gcbench.energy.meter import Meter
+
+    check_writable(outdir)
+    log = _Log(outdir / "trial.log")
+    result: dict[str, Any] = {
+        "schema": RESULT_SCHEMA,
+        "trial_id": spec.trial_id,
+        "plan": spec.plan,
+        "spec": spec.model_dump(mode="json"),
+        "started_at": utcnow(),
+        "status": "failed",
+        "error": None,
+        "samples_file": "samples.csv",
+    }
+    status = EXIT_FAILED
+    meter = Meter(spec.energy, spec.devices, outdir / "samples.csv", spec.seed)
+    ctx: Context | None = None
+    counts: dict[str, Any] = {}
+    energy: dict[str, Any] = {}
+    try:
+        log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
+        meter.start()
+        result["origin_monotonic"] = meter.origin_monotonic
+        ctx = Context(spec, outdir, meter, log)
+        counts = workloads.load(spec.kind).run(spec, ctx) or {}
+        status = EXIT_OK
+        result["status"] = "ok"
+    except SkipTrial as exc:
+        status = EXIT_SKIPPED
+        result["status"] = "skipped"
+        result["error"] = str(exc)
+        log(f"skipped: {exc}")
+    except BaseException as exc:  # noqa: BLE001 - any workload failure is recorded, then re-raised below if fatal
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        log("failed:\n" + traceback.format_exc())
+        if isinstance(exc, KeyboardInterrupt):
+            result["error"] = "interrupted"
+    finally:
+        try:
+            energy = {k: v.to_dict() for k, v in meter.stop().items()}
+        except Exception as exc:  # noqa: BLE001 - a meter failure must not lose the workload's result
+            log("energy computation failed:\n" + traceback.format_exc())
+            result["energy_error"] = f"{type(exc).__name__}: {exc}"
+            if status == EXIT_OK:
+                status, result["status"] = EXIT_FAILED, "failed"
+                result["error"] = f"energy measurement failed: {exc}"
+        windows = ctx.windows if ctx is not None else {}
+        if status == EXIT_OK and "main" not in windows:
+            status, result["status"] = EXIT_FAILED, "failed"
+            result["error"] = f"workload {spec.kind} opened no measured window"
+        result["windows"] = windows
+        result["energy"] = energy
+        result["counts"] = counts
+        result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
+        result["measurement"] = {"backend": getattr(meter, "backend", None)}
+        try:
+            result["environment"] = {**environment(), **meter.environment()}
+        except Exception as exc:  # noqa: BLE001 - environment facts are best effort
+            result["environment"] = {**environment(), "meter_environment_error": str(exc)}
+        result["finished_at"] = utcnow()
+        result["exit_code"] = status
+        write_json_atomic(outdir / "result.json", _json_safe(result))
+        log(f"trial {spec.trial_id} ends: {result['status']}")
+        log.close()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gcbench.trial SPEC.json OUTDIR``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m gcbench.trial SPEC.json OUTDIR", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        spec = TrialSpec.from_file(argv[0])
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read trial spec {argv[0]}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if spec.trial_id and spec.trial_id != spec.compute_id():
+        print(f"error: {argv[0]}: trial_id {spec.trial_id} does not match its spec ({spec.compute_id()})", file=sys.stderr)
+        return EXIT_USAGE
+    spec = spec.with_id()
+    try:
+        return run_trial(spec, Path(argv[1]))
+    except TrialError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

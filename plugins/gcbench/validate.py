@@ -1,0 +1,207 @@
+"""Validation rules: which trials count in the statistics, and why the others do not.
+
+Every rule reads a trial's stored result and samples and either *invalidates* the
+trial (a reason is stored, the data are kept) or *flags* it (a note for the report;
+the trial still counts). Thresholds come from the plan's ``validation`` section
+(:class:`gcbench.plan.schema.ValidationSettings`).
+
+Invalidating rules: failed trial (exit status); window shorter than
+``min_window_periods`` sensor update periods; samples that do not cover the window
+or leave a gap over ``max_gap_periods``; an energy counter that decreases; counter
+and integrated power disagreeing by more than ``cross_check_max_rel``; power outside
+the GPU's limits; a foreign process on the GPU during the window.
+
+Flags: throttling (power cap or thermal clocks-event reasons) during the window;
+outliers by the median absolute deviation (MAD) rule within a group; partial samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gcbench.plan.schema import ValidationSettings
+
+DEFAULT_UPDATE_PERIOD_S = 0.1
+"""NVML's power and energy readings update about every 100 ms (ARCHITECTURE.md, H200)."""
+
+THROTTLE_BITS = {
+    0x4: "power cap (SW)",
+    0x8: "hardware slowdown",
+    0x20: "thermal (SW)",
+    0x40: "thermal (HW)",
+    0x80: "power brake (HW)",
+}
+"""NVML clocks-event reasons that mean the GPU slowed down (nvmlClocksEventReason*, nvml.h)."""
+
+PRIMARY_METRIC = {"tinylm": "j_per_token", "h2d": "gpu_j_per_gb", "resnet_cifar": "gpu_energy_j", "noop": "duration_s"}
+"""The metric each workload kind is judged and compared on."""
+
+
+@dataclass
+class Verdict:
+    """Outcome of the rules for one trial: valid or not, reasons (invalidating) and flags."""
+
+    valid: bool
+    reasons: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+
+def _update_period(energy_main: dict[str, Any]) -> float:
+    periods = [d.get("update_period_s") for d in energy_main.get("gpu", []) if d.get("update_period_s")]
+    return max(periods) if periods else DEFAULT_UPDATE_PERIOD_S
+
+
+def check_trial(result: dict[str, Any] | None, status: str, samples, settings: ValidationSettings,
+                error: str | None = None) -> Verdict:
+    """Apply the per-trial rules.
+
+    Args:
+        result: the trial's result.json (None when the process died without one).
+        status: stored status (``ok``, ``failed``, ``skipped``).
+        samples: DataFrame of the trial's samples (columns of SAMPLE_COLUMNS).
+        settings: thresholds.
+        error: stored error text, for the reason of a failed trial.
+
+    Returns:
+        A :class:`Verdict`; reasons are sentences with the measured values.
+    """
+    reasons: list[str] = []
+    flags: list[str] = []
+    if status != "ok" or result is None:
+        code = (result or {}).get("exit_code")
+        what = "skipped" if status == "skipped" else f"trial failed (exit status {code})" if code is not None else "trial failed"
+        reasons.append(f"{what}: {error}" if error else what)
+        return Verdict(False, reasons, flags)
+    main = (result.get("energy") or {}).get("main") or {}
+    window = (result.get("windows") or {}).get("main") or {}
+    start_s, end_s = window.get("start_s"), window.get("end_s")
+    if start_s is None or end_s is None:
+        return Verdict(False, ["no measured window recorded"], flags)
+    duration_s = end_s - start_s
+    period_s = _update_period(main)
+    min_s = settings.min_window_periods * period_s
+    if duration_s < min_s:
+        reasons.append(f"window too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
+                       f"update periods of {period_s:.3f} s ({min_s:.3f} s)")
+    if main.get("gpu_energy_j") is None:
+        reasons.append("GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", [])))
+    for flag in main.get("flags") or []:
+        if flag == "counter_decreased":
+            reasons.append("energy counter decreased inside the window")
+        elif flag == "foreign_process":
+            reasons.append("a foreign process used the GPU during the window")
+        elif flag not in ("window_too_short", "cross_check_disagreement"):
+            flags.append(flag)
+    for dev in main.get("gpu", []):
+        rel = dev.get("cross_check_rel")
+        if rel is not None and abs(rel) > settings.cross_check_max_rel:
+            reasons.append(f"{dev['device']}: counter and integrated power disagree by {rel * 100:+.2f} % "
+                           f"(limit {settings.cross_check_max_rel * 100:g} %)")
+    gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
+    if len(gpu) == 0:
+        reasons.append("no GPU samples stored")
+        return Verdict(not reasons, reasons, flags)
+    sample_hz = main.get("sample_hz") or 10.0
+    step_s = max(1.0 / sample_hz, period_s)
+    max_gap_s = settings.max_gap_periods * step_s
+    env = result.get("environment") or {}
+    for device, dev_samples in gpu.groupby("device"):
+        t = dev_samples["t_s"].astype(float).sort_values().to_numpy()
+        inside = t[(t >= start_s - max_gap_s) & (t <= end_s + max_gap_s)]
+        if len(inside) == 0 or inside[0] > start_s + max_gap_s or inside[-1] < end_s - max_gap_s:
+            reasons.append(f"{device}: samples do not cover the window [{start_s:.3f}, {end_s:.3f}] s")
+        else:
+            import numpy as np
+
+            gaps = np.diff(np.concatenate(([max(start_s, inside[0])], inside[(inside > start_s) & (inside < end_s)],
+                                           [min(end_s, inside[-1])])))
+            if len(gaps) and gaps.max() > max_gap_s:
+                reasons.append(f"{device}: gap of {gaps.max():.3f} s between samples in the window "
+                               f"(limit {settings.max_gap_periods:g} periods = {max_gap_s:.3f} s)")
+        win = dev_samples[(dev_samples["t_s"] >= start_s) & (dev_samples["t_s"] <= end_s)]
+        counter = win["energy_j"].dropna().astype(float).to_numpy()
+        if len(counter) > 1 and (counter[1:] < counter[:-1]).any() and "energy counter decreased inside the window" not in reasons:
+            reasons.append(f"{device}: energy counter decreased inside the window")
+        limit_w = (env.get("power_limits_w") or {}).get(device, {}).get("max") if isinstance(env.get("power_limits_w"), dict) else None
+        power = win["power_instant_w"].dropna().astype(float)
+        if len(power) and (power < 0).any():
+            reasons.append(f"{device}: negative power reading ({power.min():.1f} W)")
+        if limit_w and len(power) and power.max() > 1.25 * limit_w:
+            reasons.append(f"{device}: power {power.max():.0f} W above the GPU's limit {limit_w:.0f} W")
+        ev = win["clocks_event_reasons"].dropna().astype("int64")
+        if len(ev):
+            seen = 0
+            for v in ev:
+                seen |= int(v)
+            names = [name for bit, name in THROTTLE_BITS.items() if seen & bit]
+            if names:
+                flags.append(f"{device}: throttled during the window ({', '.join(names)})")
+    return Verdict(not reasons, reasons, flags)
+
+
+def outliers(values, k: float) -> list[bool]:
+    """Outlier mask by the MAD rule: |x - median| > k * 1.4826 * MAD.
+
+    1.4826 scales the MAD to the standard deviation of a normal distribution
+    (Leys et al. 2013, "Detecting outliers: do not use standard deviation around the
+    mean, use absolute deviation around the median"). NaNs are never outliers; a
+    group with MAD 0 has no outliers.
+    """
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    ok = ~np.isnan(x)
+    if ok.sum() < 3:
+        return [False] * len(x)
+    med = np.median(x[ok])
+    mad = 1.4826 * np.median(np.abs(x[ok] - med))
+    if mad == 0:
+        return [False] * len(x)
+    return [bool(o and abs(v - med) > k * mad) for v, o in zip(x, ok)]
+
+
+def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[str, Any]:
+    """Validate every trial of a DAG run and store validity, reasons and flags.
+
+    Returns:
+        ``{"valid": n, "invalid": n, "reasons": {reason: count}, "inconclusive": [variants]}``.
+    """
+    import json
+
+    from gcbench.store import queries
+
+    df = queries.trials_frame(conn, dag_run_pk)
+    verdicts: dict[int, Verdict] = {}
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, result::text FROM trials WHERE dag_run_id = %s", (dag_run_pk,))
+        results = {pk: json.loads(r) if r else None for pk, r in cur.fetchall()}
+    conn.commit()
+    for row in df.itertuples():
+        samples = queries.samples_frame(conn, dag_run_pk, row.trial_id)
+        verdict = check_trial(results.get(row.trial_pk), row.status, samples, settings, row.error)
+        if row.samples_partial and row.status == "ok":
+            verdict.flags.append("samples partial")
+        verdicts[row.trial_pk] = verdict
+    for variant, group in df.groupby("variant"):
+        kind = group["kind"].iloc[0]
+        metric = PRIMARY_METRIC.get(kind, "duration_s")
+        valid_rows = group[[verdicts[pk].valid for pk in group["trial_pk"]]]
+        if metric in valid_rows:
+            mask = outliers(valid_rows[metric].to_numpy(), settings.outlier_mad_k)
+            for pk, is_out in zip(valid_rows["trial_pk"], mask):
+                if is_out:
+                    verdicts[pk].flags.append(f"outlier: {metric} more than {settings.outlier_mad_k:g} scaled MADs from the group median")
+    summary: dict[str, Any] = {"valid": 0, "invalid": 0, "reasons": {}, "inconclusive": []}
+    for pk, verdict in verdicts.items():
+        queries.set_validity(conn, pk, verdict.valid, verdict.reasons, verdict.flags)
+        summary["valid" if verdict.valid else "invalid"] += 1
+        for reason in verdict.reasons:
+            key = reason.split(":")[0]
+            summary["reasons"][key] = summary["reasons"].get(key, 0) + 1
+    conn.commit()
+    for variant, group in df.groupby("variant"):
+        n_valid = sum(verdicts[pk].valid for pk in group["trial_pk"])
+        if n_valid < settings.min_valid_repetitions:
+            summary["inconclusive"].append(variant)
+    return summary
