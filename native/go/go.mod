@@ -1,0 +1,3 @@
+module gcbench/tok
+
+go 1.19
