@@ -6,15 +6,95 @@ code (2 for plan errors); no traceback is shown for them.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+from typing import Optional
 
 import typer
 
-from gcbench.errors import GCBenchError
+from gcbench.errors import GCBenchError, StoreError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="GC-Bench: energy benchmarks of GPU ML work.")
 plan_app = typer.Typer(no_args_is_help=True, help="Validate and expand plans.")
 app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("validate")
+def plan_validate(file: Path = typer.Argument(..., help="Plan YAML file.")) -> None:
+    """Check a plan; exit 0 if valid, 2 with file:line: field: message if not."""
+    from gcbench.plan import expand, load_plan
+
+    plan = load_plan(file)
+    n = len(expand(plan))
+    typer.echo(f"{file}: plan {plan.name!r} is valid ({n} trials, dag_id {plan.dag_id})")
+
+
+@plan_app.command("expand")
+def plan_expand(
+    file: Path = typer.Argument(..., help="Plan YAML file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trial specs as JSON."),
+    repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
+) -> None:
+    """List the trials a plan expands to (schedule order), as a table or JSON."""
+    from gcbench.plan import expand, load_plan
+
+    plan = load_plan(file)
+    specs = expand(plan, repetitions=repetitions)
+    if as_json:
+        typer.echo(json.dumps([s.model_dump(mode="json") for s in specs], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from rich.markup import escape
+
+    table = Table(title=escape(f"{plan.name}: {len(specs)} trials ({plan.order} order)"))
+    for col in ("#", "trial id", "variant", "rep", "kind", "devices", "seed"):
+        table.add_column(col)
+    for s in specs:
+        table.add_row(str(s.order), s.trial_id, escape(s.variant), str(s.repetition), s.kind, ",".join(map(str, s.devices)), str(s.seed))
+    Console().print(table)
+
+
+@app.command("run")
+def run_plan(
+    plan_file: Path = typer.Argument(..., help="Plan YAML file."),
+    runner: Optional[str] = typer.Option(None, help="local or docker (default: the plan's)."),
+    repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
+    variant: Optional[list[str]] = typer.Option(None, help="Run only this variant (repeatable)."),
+) -> None:
+    """Run a plan's DAG in-process (Airflow dag.test()) and print the report's path."""
+    from gcbench.runprogress import run_with_progress
+
+    if runner not in (None, "local", "docker"):
+        raise typer.BadParameter("runner must be local or docker")
+    code = run_with_progress(plan_file, runner, repetitions, variant or [])
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command("report")
+def report_cmd(
+    run_id: str = typer.Argument(..., help="Airflow run id (see the run's output or the UI)."),
+    plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run id."),
+) -> None:
+    """Write (again) the report of a stored run and print its path."""
+    from gcbench.plan.schema import Plan as PlanModel
+    from gcbench.report.build import report_run
+    from gcbench.store import db
+
+    with db.connection() as conn:
+        with conn.cursor() as cur:
+            cur.execute("SELECT p.plan FROM dag_runs r JOIN plans p ON p.plan_name = r.plan_name "
+                        "WHERE r.run_id = %s AND (%s::text IS NULL OR r.plan_name = %s)", (run_id, plan, plan))
+            rows = cur.fetchall()
+    if not rows:
+        raise StoreError(f"no stored run {run_id!r}" + (f" of plan {plan!r}" if plan else ""))
+    if len(rows) > 1:
+        raise StoreError(f"run id {run_id!r} exists for several plans; give --plan")
+    path = report_run(PlanModel.model_validate(rows[0][0]), run_id)
+    typer.echo(str(path))
 
 
 def main() -> None:

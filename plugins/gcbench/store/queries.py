@@ -55,6 +55,7 @@ def trials_frame(conn, dag_run_pk: int):
     df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
     df["idle_power_w"] = [sum(d.get("idle_power_w") or 0 for d in g) if g and all(d.get("idle_power_w") is not None for d in g) else None
                           for g in df["gpu_devices"]]
+    df["gpu_source"] = [",".join(sorted({d.get("source", "?") for d in g})) if g else None for g in df["gpu_devices"]]
     df = df.drop(columns=["gpu_devices"])
     for col in ("reasons", "flags"):
         df[col] = [list(v) if isinstance(v, list) else json.loads(v) if isinstance(v, str) else [] for v in df[col]]

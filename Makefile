@@ -1,0 +1,47 @@
+# GC-Bench. The README's two commands:
+#   make demo   set up, then run plans/smoke.yaml and print where the report is
+#   make test   set up, then run every test (Python, Go, Rust)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.gcbench-installed
+
+.PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: 2.13.0 is the CPU wheel on this kind of machine's local disk
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
+system-deps:
+	@bash scripts/system_deps.sh
+
+demo: setup
+	$(VENV)/bin/gcbench run plans/smoke.yaml
+
+test: setup system-deps
+	$(MAKE) test-native
+	$(MAKE) test-python
+
+test-python: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-native:
+	@if [ -d native/go ]; then cd native/go && go test ./...; fi
+	@if [ -d native/rust ]; then cd native/rust && cargo test --release -q; fi
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+gpu-check: setup
+	$(PY) scripts/gpu_check.py
+
+clean:
+	rm -rf .gcbench reports

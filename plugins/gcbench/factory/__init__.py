@@ -1,0 +1,1 @@
+"""DAG factory: plan -> Airflow DAG, and the local and docker trial runners."""

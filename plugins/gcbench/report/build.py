@@ -1,0 +1,62 @@
+"""Building a run's report from the results database (the ``report`` task's body)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gcbench.errors import StoreError
+
+
+def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | None):
+    """A :class:`gcbench.report.data.ReportData` for one stored DAG run."""
+    from gcbench.report.data import ReportData
+    from gcbench.store import queries
+    from gcbench.validate import PRIMARY_METRIC
+
+    trials = queries.trials_frame(conn, dag_run_pk)
+    history = None
+    if plan.schedule:
+        history = queries.history_frame(conn, plan.dag_id, tuple(sorted(set(PRIMARY_METRIC.values()))), limit_runs=30)
+    return ReportData(
+        plan_name=plan.name,
+        run_id=run_id,
+        logical_date=logical_date,
+        plan=plan.model_dump(mode="json"),
+        trials=trials,
+        samples=lambda trial_id: queries.samples_frame(conn, dag_run_pk, trial_id),
+        windows=lambda trial_id: queries.windows_of(conn, dag_run_pk, trial_id),
+        history=history,
+    )
+
+
+def report_run(plan, run_id: str) -> Path:
+    """Write the report of DAG run ``run_id`` under ``reports/<plan>/<run key>/``.
+
+    Returns:
+        The path of the HTML report.
+
+    Raises:
+        StoreError: the run is not stored.
+    """
+    from gcbench import config
+    from gcbench.report import write_report
+    from gcbench.store import db, queries
+
+    with db.connection() as conn:
+        pk = queries.dag_run_pk(conn, plan.dag_id, run_id)
+        if pk is None:
+            raise StoreError(f"no stored run {run_id!r} of {plan.dag_id}")
+        with conn.cursor() as cur:
+            cur.execute("SELECT logical_date FROM dag_runs WHERE id = %s", (pk,))
+            logical = cur.fetchone()[0]
+        conn.commit()
+        data = report_data(conn, plan, pk, run_id, logical.isoformat() if logical else None)
+        out_dir = config.reports_dir() / plan.name / config.run_key(run_id)
+        paths = write_report(data, out_dir)
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s) "
+                "ON CONFLICT (dag_run_id) DO UPDATE SET html_path = EXCLUDED.html_path, md_path = EXCLUDED.md_path, "
+                "created_at = now()", (pk, str(paths.html), str(paths.markdown)))
+        conn.commit()
+    return Path(paths.html)
