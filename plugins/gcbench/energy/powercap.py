@@ -321,3 +321,34 @@ def reset_to_default(gpu_indices: list[int]) -> dict[int, float]:
         return out
     finally:
         pynvml.nvmlShutdown()
+
+
+def nvml_indices_for_uuids(uuids: list[str]) -> list[int]:
+    """NVML indices of the GPUs with these UUIDs (``GPU-`` prefix optional).
+
+    CUDA and NVML may number GPUs differently (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+    containers); the UUID is the same in both, so the workload maps its CUDA devices
+    (``torch.cuda.get_device_properties(i).uuid``) to NVML indices through it.
+
+    Raises:
+        PowerCapUnavailableError: NVML does not start or a UUID is not found.
+    """
+    import pynvml
+
+    wanted = [u.lower().removeprefix("gpu-") for u in uuids]
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise PowerCapUnavailableError("nvml", f"cannot initialise NVML: {exc}") from exc
+    try:
+        by_uuid = {}
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+            by_uuid[uuid.lower().removeprefix("gpu-")] = index
+    finally:
+        pynvml.nvmlShutdown()
+    missing = [u for u in wanted if u not in by_uuid]
+    if missing:
+        raise PowerCapUnavailableError("nvml", f"GPU UUID(s) not seen by NVML: {', '.join(missing)}")
+    return [by_uuid[u] for u in wanted]

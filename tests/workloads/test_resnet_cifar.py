@@ -1,0 +1,128 @@
+"""ResNet-50 / CIFAR-10 workload, run for real on CPU with tiny budgets."""
+
+import math
+
+import pynvml
+import pytest
+
+from gcbench.energy.powercap import PowerCapPermissionError
+from gcbench.spec import Amount
+from gcbench.workloads import resnet_cifar
+
+TINY = {"dataset": "synthetic", "synthetic_train_per_batch": 16, "synthetic_test": 32,
+        "global_batch": 16, "train_samples": 48, "lr": 0.01}
+
+
+def test_fixed_budget_training_returns_samples_loss_accuracy(context, make_spec):
+    spec = make_spec("resnet_cifar", TINY)
+    ctx = context(spec)
+    out = resnet_cifar.run(spec, ctx)
+    assert ctx.order == ["main", "eval"]
+    assert ctx.windows["main"][1] <= ctx.windows["eval"][0]
+    assert (out["samples"], out["steps"], out["global_batch"], out["per_gpu_batch"]) == (48, 3, 16, 16)
+    assert out["parameters"] == 23_528_522 and out["stem"] == "imagenet"
+    assert out["precision_effective"] == "fp32" and out["device_kind"] == "cpu"
+    assert math.isfinite(out["loss"]) and out["loss"] > 0
+    assert out["test_samples"] == 32
+    assert out["accuracy"] * 32 == pytest.approx(round(out["accuracy"] * 32))
+    assert out["power_cap_w"] is None and out["gpus"] == 1
+
+
+def test_warmup_does_not_change_the_measured_run(context, make_spec):
+    settings = {**TINY, "train_samples": 32}
+    a = resnet_cifar.run(s := make_spec("resnet_cifar", settings), context(s))
+    b = resnet_cifar.run(s := make_spec("resnet_cifar", settings, warmup=Amount(steps=2)), context(s))
+    assert a["loss_mean"] == pytest.approx(b["loss_mean"], rel=1e-6)
+    assert a["loss"] == pytest.approx(b["loss"], rel=1e-6)
+
+
+def test_amp_on_cpu_is_bf16_autocast_and_says_so(context, make_spec):
+    spec = make_spec("resnet_cifar", {**TINY, "train_samples": 16, "precision": "amp"})
+    out = resnet_cifar.run(spec, context(spec))
+    assert out["precision"] == "amp" and out["precision_effective"] == "amp-bf16-cpu"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"global_batch": 15, "gpus": 2}, "multiple of gpus"),
+    ({"train_samples": 8}, "less than one global batch"),
+    ({"stem": "vit"}, "imagenet or cifar"),
+])
+def test_inconsistent_budgets_are_refused(context, make_spec, settings, message):
+    spec = make_spec("resnet_cifar", {**TINY, **settings})
+    with pytest.raises(ValueError, match=message):
+        resnet_cifar.run(spec, context(spec))
+
+
+def test_ddp_two_processes_gloo_keep_the_same_budget(context, make_spec):
+    spec = make_spec("resnet_cifar", {**TINY, "train_samples": 32, "gpus": 2})
+    ctx = context(spec)
+    out = resnet_cifar.run(spec, ctx)
+    assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == 2
+    assert (out["samples"], out["steps"], out["global_batch"], out["per_gpu_batch"]) == (32, 2, 16, 8)
+    assert ctx.order == ["main", "eval"]  # windows opened by rank 0 over the socket
+    assert ctx.duration("main") > 0
+    assert out["parameters"] == 23_528_522 and math.isfinite(out["loss"])
+
+
+class _Nvml:
+    """pynvml's functions for one GPU at 700 W (200-700 W allowed), in mW."""
+
+    def __init__(self, monkeypatch, deny=False):
+        self.limit_mw = 700_000
+        self.seen_in_window = None
+        self.deny = deny
+
+        def set_limit(h, mw):
+            if self.deny:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
+            self.limit_mw = mw
+
+        for name, fn in {
+            "nvmlInit": lambda: None,
+            "nvmlShutdown": lambda: None,
+            "nvmlDeviceGetHandleByIndex": lambda i: i,
+            "nvmlDeviceGetPowerManagementLimit": lambda h: self.limit_mw,
+            "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: [200_000, 700_000],
+            "nvmlDeviceGetEnforcedPowerLimit": lambda h: self.limit_mw,
+            "nvmlDeviceSetPowerManagementLimit": set_limit,
+        }.items():
+            monkeypatch.setattr(pynvml, name, fn)
+
+
+def test_power_cap_is_restored_when_the_trial_fails_midway(context, make_spec, monkeypatch):
+    nvml = _Nvml(monkeypatch)
+    spec = make_spec("resnet_cifar", {**TINY, "train_samples": 16, "power_cap_w": 250}, devices=[0])
+    ctx = context(spec)
+    real_window = ctx.window
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def failing_window(key="main"):
+        with real_window(key):
+            nvml.seen_in_window = nvml.limit_mw
+            yield
+            raise RuntimeError("meter lost the GPU")  # the trial dies after training started
+
+    ctx.window = failing_window
+    with pytest.raises(RuntimeError, match="meter lost the GPU"):
+        resnet_cifar.run(spec, ctx)
+    assert nvml.seen_in_window == 250_000  # training ran under the cap
+    assert nvml.limit_mw == 700_000  # and the previous limit is back
+
+
+def test_power_cap_reported_when_applied(context, make_spec, monkeypatch):
+    nvml = _Nvml(monkeypatch)
+    spec = make_spec("resnet_cifar", {**TINY, "train_samples": 16, "power_cap_w": 250}, devices=[0])
+    out = resnet_cifar.run(spec, context(spec))
+    assert out["power_cap_w"] == 250.0 and out["power_limit_enforced_w"] == 250.0
+    assert out["power_limit_previous_w"] == 700.0 and nvml.limit_mw == 700_000
+
+
+def test_no_permission_skips_before_any_training(context, make_spec, monkeypatch):
+    _Nvml(monkeypatch, deny=True)
+    spec = make_spec("resnet_cifar", {**TINY, "power_cap_w": 250}, devices=[0])
+    ctx = context(spec)
+    with pytest.raises(PowerCapPermissionError, match="CAP_SYS_ADMIN"):
+        resnet_cifar.run(spec, ctx)
+    assert ctx.windows == {}
