@@ -53,7 +53,8 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
         "environment": {"PYTHONUNBUFFERED": "1", "GCBENCH_TRIAL_ID": spec.trial_id},
         "retrieve_output": False,
         "tty": False,
-        "stop_signal": "SIGTERM",
+        "shm_size": 2 * 1024**3,  # PyTorch data loaders and NCCL use /dev/shm; Docker's default is 64 MB
+        "labels": {"gcbench.plan": spec.plan, "gcbench.trial_id": spec.trial_id},
         "container_name": f"gcbench-{spec.plan}-{spec.trial_id}",
     }
     if spec.devices:

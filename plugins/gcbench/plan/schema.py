@@ -23,7 +23,7 @@ Every model forbids unknown keys, so a typo is an error that names its field.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -95,7 +95,7 @@ class WorkloadEntry(_Strict):
     kind: Literal["noop", "tinylm", "h2d", "resnet_cifar"]
     description: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
-    matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
+    matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     repetitions: int | None = Field(default=None, ge=1, le=1000)
     warmup: Window | None = None

