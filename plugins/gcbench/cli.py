@@ -97,6 +97,18 @@ def report_cmd(
     typer.echo(str(path))
 
 
+@app.command("doctor")
+def doctor_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    rapl_root: str = typer.Option("/sys/class/powercap", help="powercap tree to probe for RAPL."),
+) -> None:
+    """What this machine can measure (NVML, nvidia-smi, RAPL, Docker, GPU mapping) and why not."""
+    from gcbench.energy import doctor
+
+    findings = doctor.diagnose(rapl_root=rapl_root)
+    typer.echo(json.dumps(findings, indent=2, default=str) if as_json else doctor.format_text(findings))
+
+
 def main() -> None:
     """Entry point of the ``gcbench`` script."""
     try:

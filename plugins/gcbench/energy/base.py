@@ -18,6 +18,10 @@ trial keeps what was measured:
 * ``power_instant_w``: instant power (NVML_FI_DEV_POWER_INSTANT / power.draw.instant), W.
 * ``energy_j``: cumulative counter, J (NVML total energy since driver load; RAPL
   wrap-corrected since meter start). Empty when this row has no counter read.
+* ``clocks_event_reasons``: NVML clocks-event reasons bitmask as a decimal integer
+  (0x4 software power cap, 0x20/0x40 thermal slowdown; 0x1 idle).
+* RAPL rows (``source = rapl``): ``power_w`` is the mean power since the previous
+  read of that domain.
 * empty cells are unknown values (CSV NULL), never 0.
 """
 
@@ -58,6 +62,10 @@ class DeviceEnergy:
         cross_check_rel: (energy_j - cross_check_j) / cross_check_j, or None.
         idle_power_w: idle baseline power of this device, W, when measured.
         update_period_s: the sensor's observed update period, s.
+        energy_above_idle_j: energy_j minus idle_power_w x window duration, J; None
+            when either is unknown.
+        power_field: the power field integrated when it is not the default (e.g.
+            ``power.draw`` when nvidia-smi's ``power.draw.instant`` is missing).
     """
 
     device: str
@@ -69,6 +77,8 @@ class DeviceEnergy:
     cross_check_rel: float | None = None
     idle_power_w: float | None = None
     update_period_s: float | None = None
+    energy_above_idle_j: float | None = None
+    power_field: str | None = None
 
 
 @dataclass
@@ -88,6 +98,12 @@ class EnergyResult:
         flags: measurement findings for validation, e.g. ``window_too_short``,
             ``counter_decreased``, ``cross_check_disagreement``, ``rapl_wrap_unknown``.
         simulated: True when any figure comes from the simulated device.
+        gpu_energy_above_idle_j: sum over GPUs of energy above the idle baseline, J;
+            None without a baseline.
+        cross_check_threshold: relative disagreement that sets
+            ``cross_check_disagreement``.
+        backend: ``nvml``, ``nvidia-smi`` or ``simulated``.
+        jitter_s: seeded delay slept before the window started, s.
     """
 
     window_start_s: float
@@ -101,6 +117,10 @@ class EnergyResult:
     samples_count: int = 0
     flags: list[str] = field(default_factory=list)
     simulated: bool = False
+    gpu_energy_above_idle_j: float | None = None
+    cross_check_threshold: float | None = None
+    backend: str | None = None
+    jitter_s: float | None = None
 
     @property
     def duration_s(self) -> float:

@@ -1,0 +1,161 @@
+"""``gcbench doctor``: what this machine can measure, and why not.
+
+:func:`diagnose` returns a plain dict (``gcbench doctor --json``); :func:`format_text`
+renders it. Each check has ``ok`` (bool) and ``why_not`` (None when ok). Nothing here
+raises: a failing probe is a finding.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gcbench.errors import MeasurementError
+
+
+def _nvml(env: dict) -> tuple[dict, dict]:
+    from gcbench.energy import nvml
+
+    out: dict = {"ok": False, "why_not": None}
+    gpus: dict = {"ok": False, "why_not": None, "visible": [],
+                  "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+                  "cuda_device_order": env.get("CUDA_DEVICE_ORDER"), "mapping": [], "notes": []}
+    try:
+        nv = nvml.load()
+    except MeasurementError as exc:
+        out["why_not"] = str(exc)
+        gpus["why_not"] = "NVML unavailable"
+        return out, gpus
+    try:
+        out.update(ok=True, driver=nvml._s(nv.nvmlSystemGetDriverVersion()),
+                   nvml_version=nvml._s(nv.nvmlSystemGetNVMLVersion()), device_count=nv.nvmlDeviceGetCount())
+        for g in nvml._all_gpus(nv):
+            item = {"index": g["index"], "name": g["name"], "uuid": g["uuid"], "pci_bus_id": g["pci_bus_id"]}
+            try:
+                item["mig_enabled"] = bool(nv.nvmlDeviceGetMigMode(g["handle"])[0])
+            except nv.NVMLError:
+                item["mig_enabled"] = False
+            try:
+                nv.nvmlDeviceGetTotalEnergyConsumption(g["handle"])
+                item["energy_counter"] = True
+            except nv.NVMLError as exc:
+                item["energy_counter"] = False
+                item["energy_counter_why_not"] = str(exc)
+            gpus["visible"].append(item)
+        if not gpus["visible"]:
+            gpus["why_not"] = "NVML finds no GPU"
+        else:
+            try:
+                mapped, notes = nvml.resolve_devices(nv, [], env.get("CUDA_VISIBLE_DEVICES"),
+                                                     env.get("CUDA_DEVICE_ORDER"))
+                gpus["mapping"] = [{"cuda_index": m.cuda_index, "nvml_index": m.host_index, "label": m.label,
+                                    "uuid": m.uuid, "pci_bus_id": m.pci_bus_id} for m in mapped]
+                gpus["notes"] = notes
+                gpus["ok"] = True
+            except MeasurementError as exc:
+                gpus["why_not"] = str(exc)
+    except nv.NVMLError as exc:
+        out.update(ok=False, why_not=f"NVML query failed: {exc}")
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutdown of a half-initialised library
+            pass
+    return out, gpus
+
+
+def _nvidia_smi() -> dict:
+    from gcbench.energy import smi
+
+    path = smi.find_nvidia_smi()
+    if not path:
+        return {"ok": False, "path": None, "why_not": "nvidia-smi not found on PATH"}
+    listed = smi.list_gpus(nvidia_smi=path)
+    if not listed:
+        return {"ok": False, "path": path, "why_not": "nvidia-smi lists no GPU (driver not loaded?)"}
+    out = {"ok": True, "path": path, "why_not": None, "gpus": listed}
+    try:
+        out["fields"] = smi.probe_fields([listed[0]["index"]], nvidia_smi=path)
+    except MeasurementError as exc:
+        out.update(ok=False, why_not=str(exc))
+    return out
+
+
+def _rapl(root: str) -> dict:
+    from gcbench.energy import rapl
+
+    d = rapl.discover(root)
+    ok = bool(d.domains) and d.reason is None
+    return {"ok": ok, "root": root, "domains": [x.label for x in d.domains],
+            "skipped": [f"{p}: {why}" for p, why in d.skipped],
+            "permission": "denied" if d.reason and "permission denied" in d.reason else ("ok" if ok else None),
+            "why_not": None if ok else (d.reason or "no countable RAPL domain")}
+
+
+def _docker() -> dict:
+    try:
+        import docker
+    except ImportError as exc:
+        return {"ok": False, "why_not": f"docker SDK not installed ({exc}); pip install docker"}
+    try:
+        client = docker.from_env(timeout=3)
+        client.ping()
+        version = client.version().get("Version")
+        return {"ok": True, "why_not": None, "server_version": version}
+    except Exception as exc:  # noqa: BLE001 - any SDK/transport failure means "not reachable"
+        return {"ok": False, "why_not": f"Docker engine not reachable: {type(exc).__name__}: {exc}"[:300]}
+
+
+def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, docker_check: bool = True) -> dict:
+    """Probe NVML, nvidia-smi, RAPL, Docker and the GPU mapping.
+
+    Returns:
+        {"nvml", "nvidia_smi", "rapl", "docker", "gpus", "backend"}; ``backend`` is what
+        a Meter with ``backend: auto`` would use (``nvml``, ``nvidia-smi`` or
+        ``simulated``).
+    """
+    env = dict(os.environ if env is None else env)
+    nv, gpus = _nvml(env)
+    sm = _nvidia_smi()
+    backend = "nvml" if nv["ok"] and gpus["visible"] else "nvidia-smi" if sm["ok"] else "simulated"
+    return {"nvml": nv, "nvidia_smi": sm, "rapl": _rapl(rapl_root),
+            "docker": _docker() if docker_check else {"ok": None, "why_not": "not checked"},
+            "gpus": gpus, "backend": backend}
+
+
+def format_text(d: dict) -> str:
+    """Human-readable report of :func:`diagnose`'s dict, one line per check."""
+    def mark(ok) -> str:
+        return "ok " if ok else ("-- " if ok is None else "NO ")
+
+    lines = []
+    nv = d["nvml"]
+    lines.append(f"{mark(nv['ok'])} NVML          " + (f"driver {nv.get('driver')}, NVML {nv.get('nvml_version')}, "
+                                                      f"{nv.get('device_count')} GPU(s)" if nv["ok"] else nv["why_not"]))
+    sm = d["nvidia_smi"]
+    lines.append(f"{mark(sm['ok'])} nvidia-smi    " + (f"{sm['path']}, power field "
+                                                      f"{(sm.get('fields') or {}).get('power_instant_w')}"
+                                                      if sm["ok"] else sm["why_not"]))
+    ra = d["rapl"]
+    lines.append(f"{mark(ra['ok'])} RAPL          " + (f"{', '.join(ra['domains'])} under {ra['root']}"
+                                                      if ra["ok"] else ra["why_not"]))
+    dk = d["docker"]
+    lines.append(f"{mark(dk['ok'])} Docker        " + (f"engine {dk.get('server_version')}" if dk["ok"]
+                                                      else dk["why_not"]))
+    g = d["gpus"]
+    cvd = g.get("cuda_visible_devices")
+    lines.append(f"{mark(g['ok'])} GPUs          " + (f"{len(g['visible'])} visible, CUDA_VISIBLE_DEVICES="
+                                                      f"{cvd if cvd is not None else '(unset)'}" if g["ok"]
+                                                      else g["why_not"]))
+    for item in g.get("visible", []):
+        extra = "" if item.get("energy_counter") else " (no energy counter: power integration)"
+        if item.get("mig_enabled"):
+            extra += " (MIG enabled: cannot be measured)"
+        lines.append(f"      nvml {item['index']}: {item['name']} {item['uuid']} {item['pci_bus_id']}{extra}")
+    for m in g.get("mapping", []):
+        lines.append(f"      cuda:{m['cuda_index']} -> nvml {m['nvml_index']} ({m['uuid']})"
+                     if m["cuda_index"] is not None else f"      {m['label']} ({m['uuid']})")
+    for n in g.get("notes", []):
+        lines.append(f"      note: {n}")
+    lines.append(f"    backend: {d['backend']}" + ("  (numbers will be SIMULATED, not measured)"
+                                                   if d["backend"] == "simulated" else ""))
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""NVML backend: device mapping, per-sample reads, environment facts.
+
+Sources: NVML API reference (docs.nvidia.com/deploy/nvml-api) and the H200 facts in
+ARCHITECTURE.md:
+
+* ``nvmlDeviceGetTotalEnergyConsumption``: mJ since driver load, Volta and newer
+  (NVML_ERROR_NOT_SUPPORTED before); changes every ~100 ms; one call costs ~4 ms.
+* ``nvmlDeviceGetFieldValues`` with ``NVML_FI_DEV_POWER_INSTANT`` and
+  ``NVML_FI_DEV_POWER_AVERAGE``: mW; the plain ``nvmlDeviceGetPowerUsage`` is the
+  1-second average on Ampere and newer.
+* NVML numbers GPUs in PCI bus order; CUDA numbers them fastest-first unless
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID``. We therefore never map by position: a
+  ``CUDA_VISIBLE_DEVICES`` entry is matched by UUID (``GPU-...``) or, for an integer,
+  by the PCI bus id of the GPU at that place in PCI order.
+* NVML energy is per physical GPU: a MIG instance cannot be measured.
+
+``pynvml`` (package ``nvidia-ml-py``) is imported lazily; tests mock it at this
+boundary only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gcbench.errors import MeasurementError
+
+
+def load():
+    """Import and initialise pynvml; returns the module.
+
+    Raises:
+        MeasurementError: the bindings are missing, the NVML library cannot be loaded
+            (no NVIDIA driver), or initialisation fails; the message says why.
+    """
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
+        raise MeasurementError("nvml", f"pynvml not importable ({exc}); pip install nvidia-ml-py") from exc
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise MeasurementError("nvml", f"nvmlInit failed: {exc} (is the NVIDIA driver installed and "
+                                       "libnvidia-ml.so.1 on the loader path?)") from exc
+    except OSError as exc:  # pragma: no cover - ctypes load errors
+        raise MeasurementError("nvml", f"cannot load libnvidia-ml: {exc}") from exc
+    return pynvml
+
+
+def _s(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class GpuInfo:
+    """One GPU the meter measures.
+
+    Attributes:
+        host_index: NVML index (PCI bus order), as in nvidia-smi.
+        label: ``gpu<host_index>``.
+        uuid: ``GPU-...``; the sampler opens the handle by this UUID.
+        pci_bus_id: e.g. ``00000000:00:06.0``.
+        name: product name.
+        has_counter: the energy counter is supported.
+        counter_reason: why not, when it is not.
+        cuda_index: position in ``CUDA_VISIBLE_DEVICES`` (the trial's ``cuda:<n>``), or None.
+    """
+
+    host_index: int
+    label: str
+    uuid: str
+    pci_bus_id: str
+    name: str
+    has_counter: bool = True
+    counter_reason: str | None = None
+    cuda_index: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _all_gpus(pynvml) -> list[dict]:
+    out = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        out.append({"index": i, "handle": h, "uuid": _s(pynvml.nvmlDeviceGetUUID(h)),
+                    "pci_bus_id": _s(pynvml.nvmlDeviceGetPciInfo(h).busId),
+                    "name": _s(pynvml.nvmlDeviceGetName(h))})
+    return out
+
+
+def parse_cuda_visible_devices(value: str) -> list[str]:
+    """``"0,GPU-ab12, 2"`` -> ["0", "GPU-ab12", "2"] (empty entries dropped)."""
+    return [e.strip() for e in value.split(",") if e.strip()]
+
+
+def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None = None,
+                    cuda_device_order: str | None = None) -> tuple[list[GpuInfo], list[str]]:
+    """Map the trial's GPUs to NVML devices.
+
+    Args:
+        pynvml: the initialised module (see :func:`load`).
+        devices: host GPU indices from the trial spec; [] means every visible GPU.
+        cuda_visible_devices: the trial's ``CUDA_VISIBLE_DEVICES`` (None when unset).
+        cuda_device_order: the trial's ``CUDA_DEVICE_ORDER``.
+
+    Returns:
+        (gpus, notes): the GPUs to measure and remarks for the environment record.
+
+    Raises:
+        MeasurementError: a ``MIG-`` entry or a GPU in MIG mode, an unknown UUID or
+            index, or ``devices`` that disagree with ``CUDA_VISIBLE_DEVICES``.
+    """
+    everything = _all_gpus(pynvml)
+    by_pci = sorted(everything, key=lambda g: g["pci_bus_id"].lower())
+    notes: list[str] = []
+    chosen: list[tuple[dict, int | None]] = []
+    if cuda_visible_devices is not None:
+        for pos, entry in enumerate(parse_cuda_visible_devices(cuda_visible_devices)):
+            if entry.startswith("MIG-"):
+                raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry} is a MIG instance; NVML "
+                                       "energy is per physical GPU, so a MIG slice cannot be measured: give "
+                                       "the trial a whole GPU")
+            if entry.startswith("GPU-"):
+                hits = [g for g in everything if g["uuid"].startswith(entry)]
+                if len(hits) != 1:
+                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry} matches "
+                                           f"{len(hits)} GPUs by UUID (expected 1)")
+                chosen.append((hits[0], pos))
+            else:
+                try:
+                    n = int(entry)
+                except ValueError:
+                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry!r} is neither an "
+                                           "index nor a GPU- UUID") from None
+                if not 0 <= n < len(by_pci):
+                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {n} but only "
+                                           f"{len(by_pci)} GPUs are present")
+                chosen.append((by_pci[n], pos))
+                if (cuda_device_order or "") != "PCI_BUS_ID":
+                    notes.append("CUDA_VISIBLE_DEVICES has indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
+                                 "indices read in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID in the trial")
+        if devices and sorted(devices) != sorted(g["index"] for g, _ in chosen):
+            raise MeasurementError("gpu", f"trial devices {devices} are not the GPUs CUDA_VISIBLE_DEVICES="
+                                   f"{cuda_visible_devices} selects (NVML indices "
+                                   f"{[g['index'] for g, _ in chosen]})")
+    else:
+        wanted = devices or [g["index"] for g in everything]
+        for n in wanted:
+            hits = [g for g in everything if g["index"] == n]
+            if not hits:
+                raise MeasurementError(f"gpu{n}", f"no such GPU: NVML sees {len(everything)}")
+            chosen.append((hits[0], None))
+    gpus = []
+    for g, pos in chosen:
+        h = g["handle"]
+        try:
+            current, _pending = pynvml.nvmlDeviceGetMigMode(h)
+            if current == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+                raise MeasurementError(f"gpu{g['index']}", "MIG mode is enabled: NVML energy is per physical "
+                                       "GPU; disable MIG or measure the whole GPU")
+        except pynvml.NVMLError:
+            pass  # not a MIG-capable GPU
+        info = GpuInfo(host_index=g["index"], label=f"gpu{g['index']}", uuid=g["uuid"],
+                       pci_bus_id=g["pci_bus_id"], name=g["name"], cuda_index=pos)
+        try:
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+        except pynvml.NVMLError as exc:
+            info.has_counter = False
+            info.counter_reason = f"energy counter unavailable ({exc}); energy from integrated power"
+        gpus.append(info)
+    return gpus, list(dict.fromkeys(notes))
+
+
+def _field_value(v) -> float | None:
+    if v.nvmlReturn != 0:
+        return None
+    t = v.valueType
+    val = v.value
+    return float({0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
+                  5: getattr(val, "siVal", 0), 6: getattr(val, "usVal", 0)}.get(t, val.uiVal))
+
+
+class NvmlReader:
+    """Reads one sample row per GPU; used inside the sampler process.
+
+    Every failed read is None (unknown), never 0.
+    """
+
+    def __init__(self, pynvml, uuids: list[str]):
+        self.nv = pynvml
+        self.handles = [pynvml.nvmlDeviceGetHandleByUUID(u) for u in uuids]
+        self.fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+        self.fields_ok = [True] * len(uuids)
+        self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+    def read(self, i: int, counter: bool, extras: bool = True) -> dict:
+        """Sample GPU ``i``: power (W), energy (J, when ``counter``), temperature,
+        SM clock and clocks-event reasons (when ``extras``)."""
+        nv, h = self.nv, self.handles[i]
+        row: dict = {"power_w": None, "power_instant_w": None, "energy_j": None,
+                     "temperature_c": None, "sm_clock_mhz": None, "clocks_event_reasons": None}
+        if counter:
+            try:
+                row["energy_j"] = nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3
+            except nv.NVMLError:
+                pass
+        if self.fields_ok[i]:
+            try:
+                inst, avg = nv.nvmlDeviceGetFieldValues(h, self.fields)
+                for key, v in (("power_instant_w", inst), ("power_w", avg)):
+                    mw = _field_value(v)
+                    row[key] = None if mw is None else mw / 1e3
+            except nv.NVMLError:
+                self.fields_ok[i] = False
+        if row["power_w"] is None:
+            try:
+                row["power_w"] = nv.nvmlDeviceGetPowerUsage(h) / 1e3
+            except nv.NVMLError:
+                pass
+        if extras:
+            for key, fn in (("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                            ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                            ("clocks_event_reasons", lambda: self._reasons(h))):
+                try:
+                    row[key] = fn()
+                except nv.NVMLError:
+                    pass
+        return row
+
+    def temperature_c(self, i: int) -> float | None:
+        try:
+            return float(self.nv.nvmlDeviceGetTemperature(self.handles[i], self.nv.NVML_TEMPERATURE_GPU))
+        except self.nv.NVMLError:
+            return None
+
+
+def environment(pynvml, gpus: list[GpuInfo]) -> dict:
+    """Driver and NVML versions and per-GPU facts (name, UUID, PCI, power limits in W)."""
+    def safe(fn, *a):
+        try:
+            return fn(*a)
+        except pynvml.NVMLError:
+            return None
+
+    env = {"driver": _s(safe(pynvml.nvmlSystemGetDriverVersion) or "") or None,
+           "nvml_version": _s(safe(pynvml.nvmlSystemGetNVMLVersion) or "") or None, "gpus": []}
+    for g in gpus:
+        h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)
+        cons = safe(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, h)
+        mw = {"limit_w": safe(pynvml.nvmlDeviceGetPowerManagementLimit, h),
+              "enforced_limit_w": safe(pynvml.nvmlDeviceGetEnforcedPowerLimit, h),
+              "default_limit_w": safe(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, h)}
+        d = g.to_dict()
+        d.update({k: (v / 1e3 if v is not None else None) for k, v in mw.items()})
+        d["min_limit_w"], d["max_limit_w"] = (cons[0] / 1e3, cons[1] / 1e3) if cons else (None, None)
+        env["gpus"].append(d)
+    return env

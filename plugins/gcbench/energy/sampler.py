@@ -1,0 +1,312 @@
+"""The sampling process: ``python -m gcbench.energy.sampler`` (started by the Meter).
+
+It runs outside the trial's Python process, so sampling never takes the trial's GIL,
+and it cannot fall into the ``multiprocessing`` spawn trap of re-running an unguarded
+``__main__`` module. Protocol, one line each:
+
+* stdin, first line: the JSON config (see :class:`gcbench.energy.meter.Meter`).
+* stdin, then: ``begin <t_s>``, ``end <t_s>`` (window edges; the simulated GPU is busy
+  between them), ``burst`` (locate the next counter ticks), ``stop``. End of file (the
+  trial died) stops at once.
+* stdout: ``{"ready": ...}`` once sampling runs, ``{"event": ...}`` findings
+  (``rapl_wrap_unknown``), ``{"done": true, "rows": n}`` at the end.
+
+Rates: power fields at ``sample_hz``; the energy counter at ``counter_hz`` (a read
+costs ~4 ms on an H200), and in a *burst* after each window edge and at stop: every
+``burst_interval_s`` until the counter has changed ``burst_changes`` times (or
+``burst_max_s`` passed), which locates the ticks after each edge to a few ms for edge
+correction (see :mod:`gcbench.energy.integrate`). RAPL at least as often as
+:func:`gcbench.energy.rapl.max_poll_interval_s`. Rows are flushed to samples.csv at
+least every ``flush_s`` (0.5 s), so a killed trial keeps what was sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gcbench.energy.base import SAMPLE_COLUMNS
+
+MAX_EVENTS = 200
+
+
+def _fmt(v, digits: int = 3) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v != v:  # NaN is unknown
+            return ""
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+class _Writer:
+    def __init__(self, path: str):
+        self.f = open(path, "w", encoding="utf-8", newline="")
+        self.f.write(",".join(SAMPLE_COLUMNS) + "\n")
+        self.rows = 0
+
+    def row(self, t_s: float, device: str, source: str, r: dict, energy_digits: int = 3) -> None:
+        self.f.write(",".join((f"{t_s:.6f}", device, source, _fmt(r.get("power_w")),
+                               _fmt(r.get("power_instant_w")), _fmt(r.get("energy_j"), energy_digits),
+                               _fmt(r.get("temperature_c"), 1), _fmt(r.get("sm_clock_mhz"), 0),
+                               _fmt(r.get("clocks_event_reasons")))) + "\n")
+        self.rows += 1
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.flush()
+        self.f.close()
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+class Sampler:
+    """The loop of the sampling process (also usable in-process by tests)."""
+
+    def __init__(self, cfg: dict, clock=time.monotonic):
+        self.cfg = cfg
+        self.clock = clock
+        self.origin = float(cfg["origin_monotonic"])
+        self.backend = cfg["backend"]
+        self.gpus = cfg["gpus"]
+        self.writer = _Writer(cfg["samples_path"])
+        self.power_dt = 1.0 / float(cfg["sample_hz"])
+        self.counter_dt = 1.0 / float(cfg["counter_hz"])
+        self.burst_dt = float(cfg.get("burst_interval_s", 0.002))
+        self.burst_changes = int(cfg.get("burst_changes", 2))
+        self.burst_max_s = float(cfg.get("burst_max_s", 0.5))
+        self.flush_dt = float(cfg.get("flush_s", 0.5))
+        self.events = 0
+        self.bursts: dict[int, dict] = {}
+        self.last_energy: dict[int, float | None] = {}
+        self.stopping = False
+        self.stop_deadline = None
+        self.reader = None
+        self.sims = []
+        self.smi = None
+        self.smi_buf = b""
+        if self.backend == "nvml":
+            from gcbench.energy import nvml
+
+            self.reader = nvml.NvmlReader(nvml.load(), [g["uuid"] for g in self.gpus])
+        elif self.backend == "simulated":
+            from gcbench.energy.simulated import SimulatedGpu
+
+            sim = cfg.get("sim") or {}
+            self.sims = [SimulatedGpu(idle_w=sim.get("idle_w", 60.0), busy_w=sim.get("busy_w", 300.0),
+                                      phase_s=(0.0371 * (k + 1)) % 0.1) for k in range(len(self.gpus))]
+        elif self.backend == "nvidia-smi":
+            from gcbench.energy import smi
+
+            self.smi_roles = cfg["smi_roles"]
+            self.smi_fields = list(dict.fromkeys(self.smi_roles.values()))
+            argv = smi.query_argv(self.smi_fields, [g["index"] for g in self.gpus],
+                                  interval_ms=max(int(round(self.power_dt * 1000)), 10),
+                                  nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi")
+            self.smi = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            self.smi_labels = {g["index"]: g["label"] for g in self.gpus}
+            self.wall_origin = float(cfg["origin_wall"])
+        self.rapl = []
+        from gcbench.energy.rapl import RaplCounter, read_int
+
+        self._read_int = read_int
+        for d in cfg.get("rapl", []):
+            self.rapl.append((d["label"], Path(d["path"]) / "energy_uj", RaplCounter(d.get("max_energy_range_uj"))))
+        self.rapl_dt = float(cfg.get("rapl_interval_s", 0.1))
+        self.rapl_last_t: float | None = None
+
+    def now(self) -> float:
+        return self.clock() - self.origin
+
+    # ------------------------------------------------------------ commands
+    def command(self, line: str) -> None:
+        parts = line.split()
+        if not parts:
+            return
+        if parts[0] in ("begin", "end"):
+            t = float(parts[1])
+            for s in self.sims:
+                s.mark(t, 1 if parts[0] == "begin" else -1)
+            self.start_burst()
+        elif parts[0] == "burst":
+            self.start_burst()
+        elif parts[0] == "stop":
+            self.start_burst()
+            self.stopping = True
+            self.stop_deadline = self.now() + self.burst_max_s + 0.1
+
+    def start_burst(self) -> None:
+        if self.backend == "nvidia-smi":
+            return
+        t = self.now()
+        for i, g in enumerate(self.gpus):
+            if g.get("has_counter", True):
+                self.bursts[i] = {"left": self.burst_changes, "until": t + self.burst_max_s}
+
+    # ------------------------------------------------------------ reads
+    def read_gpus(self, counter_due: bool, power_due: bool) -> None:
+        for i, g in enumerate(self.gpus):
+            in_burst = i in self.bursts
+            use_counter = g.get("has_counter", True) and (counter_due or in_burst)
+            t0 = self.now()
+            if self.backend == "simulated":
+                row = self.sims[i].read(t0, counter=use_counter)
+                t = t0
+            else:
+                row = self.reader.read(i, counter=use_counter, extras=power_due)
+                t = (t0 + self.now()) / 2
+            self.writer.row(t, g["label"], self.backend, row)
+            e = row.get("energy_j")
+            if e is not None:
+                prev = self.last_energy.get(i)
+                self.last_energy[i] = e
+                b = self.bursts.get(i)
+                if b is not None and prev is not None and e != prev:
+                    b["left"] -= 1
+            b = self.bursts.get(i)
+            if b is not None and (b["left"] <= 0 or t > b["until"]):
+                del self.bursts[i]
+
+    def read_rapl(self) -> None:
+        t = self.now()
+        for label, path, counter in self.rapl:
+            try:
+                raw = self._read_int(path)
+            except (OSError, ValueError):
+                continue
+            unknown_before = counter.unknown_wraps
+            first = counter.previous_uj is None
+            step = counter.update(raw)
+            dt = t - self.rapl_last_t if self.rapl_last_t is not None else None
+            power = step / 1e6 / dt if (dt and not first) else None
+            self.writer.row(t, label, "rapl", {"energy_j": counter.total_j, "power_w": power}, energy_digits=6)
+            if counter.unknown_wraps > unknown_before and self.events < MAX_EVENTS:
+                self.events += 1
+                _emit({"event": "rapl_wrap_unknown", "device": label, "t_s": t})
+        self.rapl_last_t = t
+
+    def read_smi(self, data: bytes) -> None:
+        from gcbench.energy import smi
+
+        self.smi_buf += data
+        *lines, self.smi_buf = self.smi_buf.split(b"\n")
+        cols = [(f, None) for f in self.smi_fields]
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                row = smi.row_to_sample(smi.parse_csv_line(line, cols), self.smi_roles)
+            except ValueError:
+                if self.events < MAX_EVENTS:
+                    self.events += 1
+                    _emit({"event": "nvidia_smi_unparsed", "line": line[:200]})
+                continue
+            ts = row.pop("timestamp", None)
+            t = ts.timestamp() - self.wall_origin if ts is not None else self.now()
+            label = self.smi_labels.get(row.pop("index", None))
+            row.pop("uuid", None)
+            if label is not None:
+                self.writer.row(t, label, "nvidia-smi", row)
+
+    # ------------------------------------------------------------ loop
+    def run(self, fd: int | None = 0) -> int:
+        t = self.now()
+        next_power, next_counter, next_rapl, next_flush = t, t, t, t + self.flush_dt
+        buf = b""
+        smi_fd = self.smi.stdout.fileno() if self.smi else None
+        gpu_polled = self.backend in ("nvml", "simulated")
+        _emit({"ready": True, "backend": self.backend})
+        while True:
+            t = self.now()
+            wakes = [next_flush]
+            if gpu_polled:
+                wakes += [next_power, next_counter]
+                if self.bursts:
+                    wakes.append(t + self.burst_dt)
+            if self.rapl:
+                wakes.append(next_rapl)
+            if self.stopping and not self.bursts:
+                break
+            timeout = max(0.0, min(wakes) - t)
+            fds = [x for x in (fd, smi_fd) if x is not None]
+            ready = select.select(fds, [], [], timeout)[0] if fds else time.sleep(timeout) or []
+            if fd is not None and fd in ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    fd = None
+                    if not self.stopping:  # the trial died: keep what we have, stop now
+                        self.stopping = True
+                        self.bursts.clear()
+                else:
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for ln in lines:
+                        self.command(ln.decode())
+            if smi_fd is not None and smi_fd in ready:
+                data = os.read(smi_fd, 65536)
+                if data:
+                    self.read_smi(data)
+                else:
+                    smi_fd = None
+            t = self.now()
+            if gpu_polled:
+                power_due = t >= next_power
+                counter_due = t >= next_counter
+                if power_due or counter_due or self.bursts:
+                    self.read_gpus(counter_due, power_due)
+                if power_due:
+                    next_power = max(next_power + self.power_dt, t)
+                if counter_due:
+                    next_counter = max(next_counter + self.counter_dt, t)
+            if self.rapl and t >= next_rapl:
+                self.read_rapl()
+                next_rapl = max(next_rapl + self.rapl_dt, t)
+            if t >= next_flush:
+                self.writer.flush()
+                next_flush = t + self.flush_dt
+            if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
+                self.bursts.clear()
+        if self.rapl:
+            self.read_rapl()
+        if self.smi is not None:
+            self.smi.terminate()
+            try:
+                self.smi.wait(timeout=2)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.smi.kill()
+        self.writer.close()
+        _emit({"done": True, "rows": self.writer.rows})
+        return 0
+
+
+def main() -> int:
+    """Entry point of the sampling process."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            return 2
+        line += chunk
+    cfg = json.loads(line)
+    try:
+        sampler = Sampler(cfg)
+    except Exception as exc:  # noqa: BLE001 - reported to the meter, which raises MeasurementError
+        _emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    return sampler.run(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

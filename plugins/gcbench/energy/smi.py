@@ -1,0 +1,364 @@
+"""nvidia-smi: the fallback when the NVML library cannot be loaded, and parsers of its
+output formats (``--query-gpu`` CSV with or without header/units, ``-q`` and the
+default table).
+
+Facts (fixtures in tests/fixtures/nvidia-smi, recorded on an H200, driver 580):
+
+* One unknown field fails the whole query with ``Field "X" is not a valid field to
+  query.`` (invalid_field_error.txt), so :func:`probe_fields` asks for what the driver
+  supports and falls back field by field (``power.draw.instant`` -> ``power.draw``),
+  recording which field fills each role.
+* ``[N/A]``, ``[Not Supported]``, ``N/A`` and ``Not Found`` are missing values (None),
+  never 0.
+* ``power.draw`` is the 1-second average, ``power.draw.instant`` the instant value
+  (h200_loop_50ms_power_draw_vs_instant.txt shows the average decaying over 1 s after
+  the instant value dropped).
+* ``timestamp`` is local wall-clock time ``YYYY/MM/DD HH:MM:SS.mmm``.
+
+Every command is an argv list (no shell); plan values never reach a shell.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+from datetime import datetime
+from typing import Callable
+
+MISSING = {"[N/A]", "[Not Supported]", "N/A", "Not Found", "[Unknown Error]",
+           "[Insufficient Permissions]", "[GPU requires reset]", "[GPU is lost]", "Unknown Error", ""}
+"""Cell values that mean *unknown*."""
+
+ROLES: dict[str, tuple[str, ...]] = {
+    "timestamp": ("timestamp",),
+    "index": ("index",),
+    "uuid": ("uuid",),
+    "power_instant_w": ("power.draw.instant", "power.draw"),
+    "power_w": ("power.draw.average", "power.draw"),
+    "temperature_c": ("temperature.gpu",),
+    "sm_clock_mhz": ("clocks.sm", "clocks.current.sm"),
+    "clocks_event_reasons": ("clocks_event_reasons.active", "clocks_throttle_reasons.active"),
+}
+"""Sample role -> nvidia-smi fields to try, best first."""
+
+REQUIRED_ROLES = ("timestamp", "index", "power_instant_w")
+
+Runner = Callable[[list[str]], tuple[int, str]]
+"""Runs an argv list, returns (exit status, stdout + stderr)."""
+
+
+def run_argv(argv: list[str], timeout_s: float = 10.0) -> tuple[int, str]:
+    """Default :data:`Runner`: subprocess without a shell."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+def find_nvidia_smi() -> str | None:
+    """Path of nvidia-smi on PATH, or None."""
+    return shutil.which("nvidia-smi")
+
+
+# ---------------------------------------------------------------- values and CSV
+
+
+def parse_timestamp(text: str) -> datetime:
+    """``2026/11/29 22:27:04.979`` -> naive local datetime."""
+    return datetime.strptime(text.strip(), "%Y/%m/%d %H:%M:%S.%f")
+
+
+_NUMBER_RE = re.compile(r"^[-+]?\d+(\.\d+)?$")
+
+
+def parse_value(raw: str, field: str = "", unit: str | None = None):
+    """One cell of a ``--query-gpu`` CSV.
+
+    Returns None for missing values, a datetime for ``timestamp``, an int for hex
+    bitmasks (``0x0000000000000001``), a float or int for numbers (the unit suffix, if
+    given or present, stripped), else the stripped string (``Not Active``, names).
+    """
+    s = raw.strip()
+    if s in MISSING:
+        return None
+    if field == "timestamp":
+        return parse_timestamp(s)
+    if s.startswith("0x"):
+        try:
+            return int(s, 16)
+        except ValueError:
+            return s
+    if unit and s.endswith(" " + unit):
+        s = s[: -len(unit) - 1]
+    if _NUMBER_RE.match(s):
+        return float(s) if "." in s else int(s)
+    return s
+
+
+_HEADER_RE = re.compile(r"^(?P<field>[^\[]+?)(?:\s*\[(?P<unit>[^\]]+)\])?$")
+
+
+def parse_header(line: str) -> list[tuple[str, str | None]]:
+    """``timestamp, index, power.draw [W]`` -> [(field, unit or None), ...]."""
+    out = []
+    for cell in next(csv.reader([line], skipinitialspace=True)):
+        m = _HEADER_RE.match(cell.strip())
+        out.append((m.group("field").strip(), m.group("unit")) if m else (cell.strip(), None))
+    return out
+
+
+def parse_csv_line(line: str, columns: list[tuple[str, str | None]]) -> dict:
+    """One data line of ``--query-gpu`` output -> {field: value}.
+
+    Raises:
+        ValueError: when the number of cells differs from the number of columns.
+    """
+    cells = next(csv.reader([line.rstrip("\r\n")], skipinitialspace=True))
+    if len(cells) != len(columns):
+        raise ValueError(f"expected {len(columns)} cells, got {len(cells)}: {line!r}")
+    return {f: parse_value(c, f, u) for (f, u), c in zip(columns, cells)}
+
+
+def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
+    """A whole ``--query-gpu`` output.
+
+    Args:
+        text: the output; with a header (``--format=csv``) or without
+            (``csv,noheader[,nounits]``).
+        fields: the queried fields, required when there is no header.
+
+    Raises:
+        ValueError: on an error message (see :func:`invalid_field`) or a bad line.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if lines and invalid_field(lines[0]):
+        raise ValueError(lines[0].strip())
+    if fields is None:
+        if not lines:
+            return []
+        columns, lines = parse_header(lines[0]), lines[1:]
+    else:
+        columns = [(f, None) for f in fields]
+    return [parse_csv_line(ln, columns) for ln in lines]
+
+
+_INVALID_RE = re.compile(r'Field "(?P<field>[^"]+)" is not a valid field to query')
+
+
+def invalid_field(text: str) -> str | None:
+    """The field named by nvidia-smi's invalid-field error, or None."""
+    m = _INVALID_RE.search(text)
+    return m.group("field") if m else None
+
+
+# ---------------------------------------------------------------- probing
+
+
+def query_argv(fields: list[str], indices: list[int], interval_ms: int | None = None,
+               nvidia_smi: str = "nvidia-smi") -> list[str]:
+    """argv of a CSV query without header or units; ``-lms`` when streaming."""
+    argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
+    if indices:
+        argv += ["-i", ",".join(str(int(i)) for i in indices)]
+    if interval_ms:
+        argv += ["-lms", str(int(interval_ms))]
+    return argv
+
+
+def probe_fields(indices: list[int], run: Runner = run_argv, nvidia_smi: str = "nvidia-smi",
+                 max_tries: int = 12) -> dict[str, str]:
+    """Choose the field that fills each sample role on this driver.
+
+    Runs the full query once; an invalid field is replaced by its next fallback and the
+    query retried; a role whose value is missing on every GPU (``[N/A]``) falls back
+    the same way. Roles with no usable field are left out.
+
+    Returns:
+        {role: field}, e.g. ``{"power_instant_w": "power.draw", ...}`` when
+        ``power.draw.instant`` printed ``[N/A]``.
+
+    Raises:
+        gcbench.errors.MeasurementError: nvidia-smi fails for another reason, or a
+            required role (timestamp, index, power) has no field.
+    """
+    from gcbench.errors import MeasurementError
+
+    choice = {role: 0 for role in ROLES}
+    for _ in range(max_tries):
+        chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
+        fields = list(dict.fromkeys(chosen.values()))
+        rc, out = run(query_argv(fields, indices, nvidia_smi=nvidia_smi))
+        bad = invalid_field(out)
+        if bad:
+            for r, f in chosen.items():
+                if f == bad:
+                    choice[r] += 1
+            continue
+        if rc != 0:
+            raise MeasurementError("nvidia-smi", f"query failed (exit {rc}): {out.strip()[:200]}")
+        rows = parse_query_csv(out, fields)
+        missing = [r for r, f in chosen.items() if rows and all(row.get(f) is None for row in rows)
+                   and choice[r] + 1 < len(ROLES[r])]
+        if not missing:
+            break
+        for r in missing:
+            choice[r] += 1
+    chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
+    for r in REQUIRED_ROLES:
+        if r not in chosen:
+            raise MeasurementError("nvidia-smi", f"no supported field for {r} (tried {', '.join(ROLES[r])})")
+    return chosen
+
+
+def row_to_sample(row: dict, roles: dict[str, str]) -> dict:
+    """A parsed CSV row -> {role: value} (missing values stay None)."""
+    return {role: row.get(f) for role, f in roles.items()}
+
+
+# ---------------------------------------------------------------- -q and table
+
+
+_Q_GPU_RE = re.compile(r"^GPU [0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+$")
+_Q_LINE_RE = re.compile(r"^(?P<indent> *)(?P<key>[^:]+?)\s*(?::\s?(?P<value>.*))?$")
+
+
+def parse_q(text: str) -> dict:
+    """``nvidia-smi -q`` -> nested dict.
+
+    Section lines (no colon) open a dict; ``Key : value`` lines are leaves; missing
+    values (``N/A``, ``Not Found``) become None, other values stay strings (see
+    :func:`quantity`). Each ``GPU <bus id>`` section is a key of the result. A table
+    printed before the ``==============NVSMI LOG==============`` line is ignored.
+    """
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if "NVSMI LOG" in ln:
+            lines = lines[i + 1:]
+            break
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(-1, root)]
+    for ln in lines:
+        if not ln.strip() or ln.strip().startswith("="):
+            continue
+        m = _Q_LINE_RE.match(ln.rstrip())
+        if not m:
+            continue
+        indent = len(m.group("indent"))
+        key = m.group("key").strip()
+        section = m.group("value") is None or bool(_Q_GPU_RE.match(ln.strip()))
+        if section:
+            key = ln.strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if section:
+            node: dict = {}
+            parent[key] = node
+            stack.append((indent, node))
+        else:
+            v = m.group("value").strip()
+            parent[key] = None if v in MISSING else v
+    return root
+
+
+_QTY_RE = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z%/()]+)?$")
+
+
+def quantity(value: str | None) -> tuple[float, str | None] | None:
+    """``"123.24 W"`` -> (123.24, "W"); ``"3559642 us"`` -> (3559642.0, "us"); None for
+    missing or non-numeric values."""
+    if value is None:
+        return None
+    m = _QTY_RE.match(value.strip())
+    if not m:
+        return None
+    return float(m.group("num")), m.group("unit")
+
+
+def q_gpus(tree: dict) -> dict[str, dict]:
+    """The ``GPU <bus id>`` sections of a :func:`parse_q` tree, by bus id."""
+    return {k.split(" ", 1)[1]: v for k, v in tree.items() if k.startswith("GPU ") and isinstance(v, dict)}
+
+
+def q_power(gpu: dict) -> dict[str, float | None]:
+    """Power readings of one ``-q`` GPU section, W (None when missing)."""
+    pr = gpu.get("GPU Power Readings") or gpu.get("Power Readings") or {}
+    keys = {"average_w": "Average Power Draw", "instant_w": "Instantaneous Power Draw",
+            "limit_w": "Current Power Limit", "requested_limit_w": "Requested Power Limit",
+            "default_limit_w": "Default Power Limit", "min_limit_w": "Min Power Limit",
+            "max_limit_w": "Max Power Limit"}
+    out = {}
+    for k, label in keys.items():
+        q = quantity(pr.get(label))
+        out[k] = q[0] if q else None
+    return out
+
+
+_TABLE_HDR_RE = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)\s+CUDA Version: (?P<cuda>\S+)")
+_TABLE_ROW1_RE = re.compile(
+    r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off)\s+\|\s+(?P<bus_id>[0-9A-Fa-f:.]+)\s+(?P<disp>\S+)\s+\|\s*(?P<ecc>\S+)\s*\|$")
+_TABLE_ROW2_RE = re.compile(
+    r"^\|\s+(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s+\|"
+    r"\s+(?P<mem_used>\d+)MiB\s*/\s*(?P<mem_total>\d+)MiB\s+\|\s+(?P<util>\S+)\s+(?P<compute>\S+)\s+\|$")
+_TABLE_ROW3_RE = re.compile(r"^\|\s+\|\s+\|\s+(?P<mig>\S+)\s+\|$")
+
+
+def _num(text: str, suffix: str) -> float | None:
+    t = text.strip()
+    if t in MISSING or not t.endswith(suffix):
+        return None
+    v = t[: len(t) - len(suffix)]
+    return float(v) if _NUMBER_RE.match(v) else None
+
+
+def parse_table(text: str) -> dict:
+    """The default ``nvidia-smi`` table -> {smi_version, driver_version, cuda_version,
+    gpus: [{index, name, persistence, bus_id, fan, temperature_c, pstate, power_w,
+    power_cap_w, memory_used_mib, memory_total_mib, utilization_pct, compute_mode,
+    mig_mode}], processes_found: bool}."""
+    out: dict = {"smi_version": None, "driver_version": None, "cuda_version": None, "gpus": [],
+                 "processes_found": None}
+    gpu: dict | None = None
+    for ln in text.splitlines():
+        if "NVSMI LOG" in ln:
+            break
+        m = _TABLE_HDR_RE.search(ln)
+        if m:
+            out.update(smi_version=m.group("smi"), driver_version=m.group("driver"), cuda_version=m.group("cuda"))
+            continue
+        m = _TABLE_ROW1_RE.match(ln.rstrip())
+        if m:
+            gpu = {"index": int(m.group("index")), "name": m.group("name").strip(),
+                   "persistence": m.group("persistence"), "bus_id": m.group("bus_id")}
+            out["gpus"].append(gpu)
+            continue
+        m = _TABLE_ROW2_RE.match(ln.rstrip())
+        if m and gpu is not None:
+            gpu.update(fan=None if m.group("fan") in MISSING else m.group("fan"),
+                       temperature_c=_num(m.group("temp"), "C"), pstate=m.group("perf"),
+                       power_w=_num(m.group("power"), "W"), power_cap_w=_num(m.group("cap"), "W"),
+                       memory_used_mib=int(m.group("mem_used")), memory_total_mib=int(m.group("mem_total")),
+                       utilization_pct=_num(m.group("util"), "%"), compute_mode=m.group("compute"))
+            continue
+        m = _TABLE_ROW3_RE.match(ln.rstrip())
+        if m and gpu is not None and "mig_mode" not in gpu:
+            gpu["mig_mode"] = m.group("mig")
+            continue
+        if "No running processes found" in ln:
+            out["processes_found"] = False
+    return out
+
+
+def list_gpus(run: Runner = run_argv, nvidia_smi: str = "nvidia-smi") -> list[dict]:
+    """GPUs as nvidia-smi sees them: [{index, name, uuid, pci_bus_id}]; [] on failure."""
+    rc, out = run(query_argv(["index", "name", "uuid", "pci.bus_id"], [], nvidia_smi=nvidia_smi))
+    if rc != 0 or invalid_field(out):
+        return []
+    try:
+        rows = parse_query_csv(out, ["index", "name", "uuid", "pci.bus_id"])
+    except ValueError:
+        return []
+    return [{"index": r["index"], "name": r["name"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
