@@ -1,0 +1,682 @@
+"""From :class:`ReportData` to the report's numbers: groups, comparisons, headlines,
+the measurement section and the trial lists. No plotting, no files.
+
+Rules applied here (and stated in the report):
+
+* Statistics use trials with ``status == "ok"`` and ``valid is True`` only. Invalid
+  trials are listed with their reasons, failed and skipped trials with their error,
+  unvalidated trials (``valid`` None) as such; none of them enters a statistic.
+* A group (variant) with fewer valid repetitions than the plan's
+  ``validation.min_valid_repetitions`` (default 2) is *inconclusive*: its figures are
+  shown, marked, and it takes part in no test.
+* Comparisons are made inside one workload between variants that differ in exactly one
+  factor, each non-baseline level against the baseline level. The baseline is the
+  plan's ``report.baseline[factor]`` when given, else the highest value of a power-cap
+  factor (the uncapped reference), else the first level in sorted order. Numeric
+  factors with three or more levels (sizes, batch sizes, GPU counts) are sweeps:
+  summarized and plotted, not tested, unless named in ``report.compare`` or
+  ``report.baseline``; power caps are always compared.
+* CO2e = energy (kWh) x the plan's carbon intensity, with the band's low and high
+  intensities as sensitivity (``carbon.intensity_kg_per_kwh``, ``carbon.band``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from gcbench import stats
+from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData
+from gcbench.report.metrics import (
+    ENERGY_METRIC_ORDER,
+    describe_method,
+    info,
+    kind_compared,
+    kind_metrics,
+)
+from gcbench.units import J_PER_KWH
+
+DEFAULT_INTENSITY = 0.20
+DEFAULT_BAND = (0.10, 0.30)
+DEFAULT_MIN_VALID = 2
+MAX_MEASUREMENT_PROBES = 4
+"""Trials whose samples are read to measure sampling rate and sensor update periods
+(one per energy method found, up to this many): each read may be a database query."""
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Plan-derived settings of one report.
+
+    Attributes:
+        intensity_kg_per_kwh: carbon intensity for CO2e, kgCO2e/kWh.
+        band: (low, high) sensitivity intensities, kgCO2e/kWh.
+        min_valid_repetitions: fewer valid repetitions make a group inconclusive.
+        baseline: factor -> baseline level, from the plan's ``report.baseline``.
+        compare: factors to test even if they look like sweeps (``report.compare``).
+        n_resamples: bootstrap resamples (10,000).
+        confidence: CI level (0.95).
+        alpha: significance level after Holm correction (0.05).
+        seed: base of the bootstrap seeds.
+    """
+
+    intensity_kg_per_kwh: float = DEFAULT_INTENSITY
+    band: tuple[float, float] = DEFAULT_BAND
+    min_valid_repetitions: int = DEFAULT_MIN_VALID
+    baseline: dict[str, Any] = field(default_factory=dict)
+    compare: tuple[str, ...] = ()
+    n_resamples: int = stats.DEFAULT_RESAMPLES
+    confidence: float = stats.DEFAULT_CONFIDENCE
+    alpha: float = stats.DEFAULT_ALPHA
+    seed: int = 0
+
+    @classmethod
+    def from_plan(cls, plan: dict, **overrides) -> "ReportSettings":
+        """Read ``carbon``, ``validation`` and ``report`` sections of a plan dict."""
+        carbon = plan.get("carbon") or {}
+        validation = plan.get("validation") or {}
+        report = plan.get("report") or {}
+        band = carbon.get("band") or DEFAULT_BAND
+        kw = dict(
+            intensity_kg_per_kwh=float(carbon.get("intensity_kg_per_kwh", DEFAULT_INTENSITY)),
+            band=(float(band[0]), float(band[1])),
+            min_valid_repetitions=int(
+                validation.get("min_valid_repetitions", DEFAULT_MIN_VALID)),
+            baseline=dict(report.get("baseline") or {}),
+            compare=tuple(report.get("compare") or ()),
+            seed=int(plan.get("seed", 0) or 0),
+        )
+        kw.update(overrides)
+        return cls(**kw)
+
+
+# --------------------------------------------------------------------------- normalizing
+
+
+def _as_list(v: Any) -> list[str]:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return []
+    if isinstance(v, str):
+        s = v.strip()
+        if s.startswith("["):
+            try:
+                return [str(x) for x in json.loads(s)]
+            except ValueError:
+                pass
+        return [p.strip() for p in s.split(";") if p.strip()]
+    return [str(x) for x in v]
+
+
+def _as_dict(v: Any) -> dict:
+    if isinstance(v, dict):
+        return v
+    if isinstance(v, str) and v.strip().startswith("{"):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return {}
+    return {}
+
+
+def _valid(v: Any) -> bool | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+        return None
+    return bool(v)
+
+
+def _text(v: Any) -> str | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v == "":
+        return None
+    return str(v)
+
+
+def normalize_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """A copy with every contract column present and typed.
+
+    Missing metric columns become NaN, missing descriptive ones None; ``reasons`` and
+    ``flags`` become lists, ``factors`` dicts, ``valid`` True/False/None, metrics float.
+    """
+    df = trials.copy()
+    n = len(df)
+    for col in TRIAL_COLUMNS:
+        if col not in df.columns:
+            df[col] = [None] * n
+    for col in METRIC_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df.columns else np.nan
+    df["reasons"] = [_as_list(v) for v in df["reasons"]]
+    df["flags"] = [_as_list(v) for v in df["flags"]]
+    df["factors"] = [_as_dict(v) for v in df["factors"]]
+    df["valid"] = pd.Series([_valid(v) for v in df["valid"]], index=df.index, dtype=object)
+    df["simulated"] = [bool(v) if _valid(v) is not None else False for v in df["simulated"]]
+    df["status"] = [(_text(v) or "ok") for v in df["status"]]
+    for col in ("error", "gpu_method", "gpu_source", "cpu_method"):
+        df[col] = pd.Series([_text(v) for v in df[col]], index=df.index, dtype=object)
+    df["variant"] = [str(v) for v in df["variant"]]
+    df["workload"] = [_text(v) or "workload" for v in df["workload"]]
+    df["kind"] = [_text(v) or "unknown" for v in df["kind"]]
+    df["used"] = (df["status"] == "ok") & (df["valid"].map(lambda v: v is True))
+    return df
+
+
+def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame, str]:
+    """Add ``co2_energy_kwh``, ``co2e_kg`` (recomputed at the plan's intensity),
+    ``co2e_kg_low`` and ``co2e_kg_high``; return the energy basis in words.
+
+    Energy basis, per trial: ``energy_kwh`` when known, else ``total_energy_j``, else
+    ``gpu_energy_j`` + ``cpu_energy_j`` (CPU counted only where known), else unknown.
+    """
+    gpu_cpu = df["gpu_energy_j"] + df["cpu_energy_j"].fillna(0.0)
+    joules = df["total_energy_j"].where(df["total_energy_j"].notna(), gpu_cpu)
+    kwh = df["energy_kwh"].where(df["energy_kwh"].notna(), joules / J_PER_KWH)
+    df["co2_energy_kwh"] = kwh
+    df["co2e_kg"] = kwh * settings.intensity_kg_per_kwh
+    df["co2e_kg_low"] = kwh * settings.band[0]
+    df["co2e_kg_high"] = kwh * settings.band[1]
+    has_cpu = df["cpu_energy_j"].notna().any() or df["total_energy_j"].notna().any()
+    basis = "GPU + CPU (RAPL) energy" if has_cpu else "GPU energy only (CPU energy unknown)"
+    return df, basis
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def _level_key(v: Any) -> tuple:
+    if isinstance(v, bool):
+        return (0, int(v), "")
+    if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def _fmt_factors(factors: dict, skip: Iterable[str] = ()) -> str:
+    skip = set(skip)
+    return ", ".join(f"{k}={factors[k]}" for k in sorted(factors) if k not in skip)
+
+
+@dataclass
+class Group:
+    """One variant of one workload and its statistics.
+
+    Attributes:
+        workload, kind, variant: as in the trials frame.
+        factors: the variant's factor values.
+        n_trials, n_ok, n_failed, n_skipped, n_valid, n_invalid, n_unvalidated: counts.
+        inconclusive: n_valid < min_valid_repetitions.
+        simulated: any trial of the group is simulated.
+        summaries: metric -> :class:`gcbench.stats.GroupSummary` (valid trials only).
+        co2e_band: (median CO2e at band low, at band high), kgCO2e, or None.
+    """
+
+    workload: str
+    kind: str
+    variant: str
+    factors: dict
+    n_trials: int
+    n_ok: int
+    n_failed: int
+    n_skipped: int
+    n_valid: int
+    n_invalid: int
+    n_unvalidated: int
+    inconclusive: bool
+    simulated: bool
+    summaries: dict[str, stats.GroupSummary] = field(default_factory=dict)
+    co2e_band: tuple[float, float] | None = None
+
+    @property
+    def label(self) -> str:
+        """``variant`` (already unique within a plan)."""
+        return self.variant
+
+
+def workload_metrics(df: pd.DataFrame, kind: str) -> list[str]:
+    """The kind's metrics that are known in at least one trial of ``df``."""
+    ms = [m for m in kind_metrics(kind) if m in df.columns and df[m].notna().any()]
+    return ms or ["duration_s"]
+
+
+def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
+    """One :class:`Group` per (workload, variant), sorted, with summaries of the kind's
+    metrics and of CO2e over the valid trials."""
+    groups: list[Group] = []
+    for workload, wdf in sorted(df.groupby("workload", sort=False), key=lambda kv: kv[0]):
+        kind = str(wdf["kind"].iloc[0])
+        metrics = workload_metrics(wdf, kind)
+        if "co2e_kg" not in metrics and wdf["co2e_kg"].notna().any():
+            metrics.append("co2e_kg")
+        def order(kv):
+            factors = kv[1]["factors"].iloc[0]
+            return tuple(_level_key(factors[k]) for k in sorted(factors)), kv[0]
+
+        for variant, gdf in sorted(wdf.groupby("variant", sort=False), key=order):
+            used = gdf[gdf["used"]]
+            ok = gdf["status"] == "ok"
+            n_valid = int(len(used))
+            g = Group(
+                workload=str(workload), kind=kind, variant=str(variant),
+                factors=dict(gdf["factors"].iloc[0]),
+                n_trials=int(len(gdf)), n_ok=int(ok.sum()),
+                n_failed=int((gdf["status"] == "failed").sum()),
+                n_skipped=int((gdf["status"] == "skipped").sum()),
+                n_valid=n_valid,
+                n_invalid=int((ok & gdf["valid"].map(lambda v: v is False)).sum()),
+                n_unvalidated=int((ok & gdf["valid"].map(lambda v: v is None)).sum()),
+                inconclusive=n_valid < settings.min_valid_repetitions,
+                simulated=bool(gdf["simulated"].any()),
+            )
+            for m in metrics:
+                g.summaries[m] = stats.summarize(
+                    used[m].to_numpy(dtype=float), group=g.variant, metric=m,
+                    confidence=settings.confidence, n_resamples=settings.n_resamples,
+                    seed=stats.stable_seed(g.workload, g.variant, m, base=settings.seed),
+                )
+            co2 = used["co2e_kg"].to_numpy(dtype=float)
+            if np.isfinite(co2).any():
+                g.co2e_band = (float(np.nanmedian(used["co2e_kg_low"])),
+                               float(np.nanmedian(used["co2e_kg_high"])))
+            groups.append(g)
+    return groups
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+@dataclass
+class ComparisonRow:
+    """A :class:`gcbench.stats.Comparison` with its report context.
+
+    Attributes:
+        workload, kind: where the two variants come from.
+        factor, treatment_level, baseline_level: the one factor they differ in.
+        context: the other factor values, e.g. ``batch_size=8``.
+        inconclusive: a side has too few valid repetitions: not tested.
+        simulated: a side contains simulated trials.
+        result: the statistics.
+        headline: the sentence in the studies' form.
+    """
+
+    workload: str
+    kind: str
+    factor: str
+    treatment_level: Any
+    baseline_level: Any
+    context: str
+    inconclusive: bool
+    simulated: bool
+    result: stats.Comparison
+    headline: str = ""
+
+
+def _is_cap(factor: str) -> bool:
+    return "cap" in factor.lower() or "power_limit" in factor.lower()
+
+
+def baseline_level(factor: str, levels: list, settings: ReportSettings) -> Any:
+    """The baseline level of a factor (see the module docstring for the rule)."""
+    if factor in settings.baseline:
+        want = settings.baseline[factor]
+        for lv in levels:
+            if lv == want or str(lv) == str(want):
+                return lv
+    ordered = sorted(levels, key=_level_key)
+    if _is_cap(factor) and all(_level_key(lv)[0] == 0 for lv in levels):
+        return ordered[-1]
+    return ordered[0]
+
+
+def _is_sweep(factor: str, levels: list, settings: ReportSettings) -> bool:
+    if factor in settings.compare or factor in settings.baseline or _is_cap(factor):
+        return False
+    numeric = all(_level_key(lv)[0] == 0 and not isinstance(lv, bool) for lv in levels)
+    return numeric and len(levels) >= 3
+
+
+def plan_comparisons(groups: list[Group], settings: ReportSettings) -> list[tuple[Group, Group, str]]:
+    """(treatment, baseline, factor) pairs: same workload, one factor apart."""
+    pairs = []
+    by_workload: dict[str, list[Group]] = {}
+    for g in groups:
+        by_workload.setdefault(g.workload, []).append(g)
+    for gs in by_workload.values():
+        factors = sorted({k for g in gs for k in g.factors})
+        for f in factors:
+            levels = []
+            for g in gs:
+                if f in g.factors and g.factors[f] not in levels:
+                    levels.append(g.factors[f])
+            if len(levels) < 2 or _is_sweep(f, levels, settings):
+                continue
+            base = baseline_level(f, levels, settings)
+            rest = {}
+            for g in gs:
+                key = json.dumps({k: v for k, v in g.factors.items() if k != f},
+                                 sort_keys=True, default=str)
+                rest.setdefault(key, []).append(g)
+            for members in rest.values():
+                bases = [g for g in members if g.factors.get(f) == base]
+                if not bases:
+                    continue
+                for g in members:
+                    if g is not bases[0] and g.factors.get(f) != base:
+                        pairs.append((g, bases[0], f))
+    return pairs
+
+
+def build_comparisons(df: pd.DataFrame, groups: list[Group],
+                      settings: ReportSettings) -> list[ComparisonRow]:
+    """Compare each planned pair on the kind's compared metrics; Holm across all
+    conclusive comparisons of the report; write the headline sentences."""
+    used = df[df["used"]]
+    values = {(w, v): gdf for (w, v), gdf in used.groupby(["workload", "variant"], sort=False)}
+    empty = used.iloc[0:0]
+    constant: dict[str, set[str]] = {}  # factors with one level in a workload: no context
+    for g in groups:
+        others = [h for h in groups if h.workload == g.workload]
+        constant[g.workload] = {k for k in g.factors
+                                if len({json.dumps(h.factors.get(k), default=str) for h in others}) == 1}
+    rows: list[ComparisonRow] = []
+    for treat, base, factor in plan_comparisons(groups, settings):
+        tdf = values.get((treat.workload, treat.variant), empty)
+        bdf = values.get((base.workload, base.variant), empty)
+        for m in kind_compared(treat.kind):
+            if m not in treat.summaries:
+                continue
+            res = stats.compare(
+                tdf[m].to_numpy(dtype=float), bdf[m].to_numpy(dtype=float), metric=m,
+                treatment=treat.variant, baseline=base.variant, factor=factor,
+                confidence=settings.confidence, n_resamples=settings.n_resamples,
+                seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m,
+                                       base=settings.seed),
+                alpha=settings.alpha,
+            )
+            rows.append(ComparisonRow(
+                workload=treat.workload, kind=treat.kind, factor=factor,
+                treatment_level=treat.factors.get(factor),
+                baseline_level=base.factors.get(factor),
+                context=_fmt_factors(treat.factors, skip=[factor, *constant[treat.workload]]),
+                inconclusive=treat.inconclusive or base.inconclusive,
+                simulated=treat.simulated or base.simulated, result=res,
+            ))
+    family = [i for i, r in enumerate(rows) if not r.inconclusive]
+    adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
+    for i, res in zip(family, adjusted):
+        rows[i].result = res
+    for r in rows:
+        if r.inconclusive:
+            note = "inconclusive: too few valid repetitions; not tested"
+            r.result.note = note if not r.result.note else f"{note}; {r.result.note}"
+        r.headline = headline(r, groups_by_variant={(g.workload, g.variant): g for g in groups},
+                              settings=settings)
+    return rows
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def fmt_num(v: float | None, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits, or an en dash for unknown."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if v == 0:
+        return "0"
+    mag = abs(v)
+    if 1e-3 <= mag < 1e6:
+        decimals = max(0, digits - 1 - int(math.floor(math.log10(mag))))
+        return f"{v:,.{decimals}f}"
+    return f"{v:.{digits - 1}e}"
+
+
+def fmt_p(p: float | None) -> str:
+    """p-value as in papers: ``p = 0.031``, ``p < 0.001``."""
+    if p is None:
+        return "p = –"
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSettings) -> str:
+    """The studies' sentence: ``X cut GPU J/token by 6.73 % (95 % CI -8.1 % to -5.2 %;
+    p = 0.002, significant) against Y``, prefixed ``SIMULATED:`` when it is.
+
+    ``p`` is the Holm-adjusted Mann-Whitney U p-value; the CI is that of the
+    percentage change of the medians."""
+    c = r.result
+    mi = info(c.metric)
+    where = r.workload + (f" ({r.context})" if r.context else "")
+    x = f"{r.factor}={r.treatment_level}"
+    y = f"{r.factor}={r.baseline_level}"
+    prefix = "SIMULATED: " if r.simulated else ""
+    tg = groups_by_variant.get((r.workload, c.treatment))
+    bg = groups_by_variant.get((r.workload, c.baseline))
+    if r.inconclusive:
+        need = settings.min_valid_repetitions
+        nt = tg.n_valid if tg else c.n_treatment
+        nb = bg.n_valid if bg else c.n_baseline
+        return (f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive "
+                f"({nt} and {nb} valid repetitions; at least {need} needed).")
+    if c.pct_change is None:
+        return f"{prefix}{where}: {x} against {y} on {mi.label}: no percentage change ({c.note})."
+    pct = c.pct_change
+    verb = "cut" if pct < 0 else "raised" if pct > 0 else "did not change"
+    by = f" by {abs(pct):.2f} %" if pct != 0 else ""
+    if pct > 100:
+        by += f" ({1 + pct / 100:.2f}x)"
+    conf = round(settings.confidence * 100)
+    ci = (f"{conf} % CI {c.pct_ci_low:+.2f} % to {c.pct_ci_high:+.2f} %"
+          if c.pct_ci_low is not None else f"no CI: {c.ci_reason}")
+    if c.significant is None:
+        sig = f"not tested: {c.note}" if c.note else "not tested"
+        test = sig
+    else:
+        test = f"{fmt_p(c.p_mannwhitney_holm)}, {'significant' if c.significant else 'not significant'}"
+    return f"{prefix}{where}: {x} {verb} {mi.label}{by} ({ci}; {test}) against {y}."
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+@dataclass
+class Probe:
+    """Sensor timing observed in one trial's samples.
+
+    Attributes:
+        trial_id, device, source: where it was observed.
+        method: the trial's GPU energy method.
+        sample_hz: rows per second of that device (median spacing), Hz.
+        power_update_s: median time between changes of instant power, s.
+        counter_update_s: median time between changes of the energy counter, s.
+        n_samples: rows of that device.
+    """
+
+    trial_id: str
+    device: str
+    source: str
+    method: str | None
+    sample_hz: float | None
+    power_update_s: float | None
+    counter_update_s: float | None
+    n_samples: int
+
+
+def _median_change_interval(t: np.ndarray, v: np.ndarray) -> float | None:
+    keep = np.isfinite(v)
+    t, v = t[keep], v[keep]
+    if v.size < 3:
+        return None
+    changes = t[1:][np.diff(v) != 0]
+    if changes.size < 2:
+        return None
+    return float(np.median(np.diff(changes)))
+
+
+def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame) -> list[Probe]:
+    """Sampling rate and update periods per GPU device of one trial's samples."""
+    out = []
+    if samples is None or len(samples) == 0 or "t_s" not in samples:
+        return out
+    for device, s in samples.groupby("device", sort=True):
+        if not str(device).startswith("gpu"):
+            continue
+        s = s.sort_values("t_s")
+        t = pd.to_numeric(s["t_s"], errors="coerce").to_numpy(dtype=float)
+        dt = np.diff(np.unique(t[np.isfinite(t)]))
+        hz = float(1.0 / np.median(dt)) if dt.size and np.median(dt) > 0 else None
+        pw = (pd.to_numeric(s["power_instant_w"], errors="coerce").to_numpy(dtype=float)
+              if "power_instant_w" in s else np.array([]))
+        en = (pd.to_numeric(s["energy_j"], errors="coerce").to_numpy(dtype=float)
+              if "energy_j" in s else np.array([]))
+        out.append(Probe(
+            trial_id=trial_id, device=str(device),
+            source=str(s["source"].iloc[0]) if "source" in s else "unknown", method=method,
+            sample_hz=hz,
+            power_update_s=_median_change_interval(t, pw) if pw.size else None,
+            counter_update_s=_median_change_interval(t, en) if en.size else None,
+            n_samples=int(len(s)),
+        ))
+    return out
+
+
+@dataclass
+class Measurement:
+    """The "How this was measured" section.
+
+    Attributes:
+        methods: rows (role, method, source, trials, description) per energy method.
+        probes: sensor timing observed in a few trials' samples.
+        simulated_trials: count of trials with simulated figures.
+        counts: status/validity counts (total, ok, failed, skipped, valid, invalid,
+            unvalidated).
+        reasons: (reason, count) of invalid trials, most frequent first.
+        flags: (flag, count) of findings that did not invalidate.
+        energy_basis: what CO2e is computed from.
+    """
+
+    methods: list[dict]
+    probes: list[Probe]
+    simulated_trials: int
+    counts: dict[str, int]
+    reasons: list[tuple[str, int]]
+    flags: list[tuple[str, int]]
+    energy_basis: str
+
+
+def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for lst in lists:
+        for item in lst:
+            counts[item] = counts.get(item, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str) -> Measurement:
+    """Methods, sensor timing, validity counts and reasons of one report."""
+    ok = df[df["status"] == "ok"]
+    methods = []
+    for role, col in (("GPU", "gpu_method"), ("CPU", "cpu_method")):
+        keys = ok[col].map(lambda v: v or "unavailable")
+        src = ok["gpu_source"].map(lambda v: v or "") if role == "GPU" else keys.map(
+            lambda m: "rapl" if m == "rapl" else "")
+        for (method, source), n in pd.Series(1, index=[keys, src]).groupby(level=[0, 1]).sum().items():
+            methods.append(dict(role=role, method=method, source=source or "–", trials=int(n),
+                                simulated=(method == "simulated" or source == "simulated"),
+                                description=describe_method(method if method != "unavailable" else None)))
+    probes: list[Probe] = []
+    seen = set()
+    for _, row in ok.iterrows():
+        key = (row["gpu_method"], row["gpu_source"])
+        if key in seen:
+            continue
+        seen.add(key)
+        probes.extend(probe_samples(row["trial_id"], row["gpu_method"], data.samples(row["trial_id"])))
+        if len(seen) >= MAX_MEASUREMENT_PROBES:
+            break
+    valid = df["valid"]
+    counts = dict(
+        total=int(len(df)),
+        ok=int((df["status"] == "ok").sum()),
+        failed=int((df["status"] == "failed").sum()),
+        skipped=int((df["status"] == "skipped").sum()),
+        valid=int(df["used"].sum()),
+        invalid=int(((df["status"] == "ok") & valid.map(lambda v: v is False)).sum()),
+        unvalidated=int(((df["status"] == "ok") & valid.map(lambda v: v is None)).sum()),
+    )
+    invalid = df[(df["status"] == "ok") & valid.map(lambda v: v is False)]
+    return Measurement(
+        methods=methods, probes=probes, simulated_trials=int(df["simulated"].sum()),
+        counts=counts, reasons=_count_items(invalid["reasons"]),
+        flags=_count_items(df["flags"]), energy_basis=energy_basis,
+    )
+
+
+# --------------------------------------------------------------------------- the whole
+
+
+@dataclass
+class Analysis:
+    """All numbers of one report.
+
+    Attributes:
+        data: the input.
+        settings: plan-derived settings.
+        trials: the normalized trials frame (with ``used`` and CO2e columns).
+        groups, comparisons, measurement: see their classes.
+        simulated: any trial is simulated (the report then says SIMULATED everywhere).
+        co2e_total: dict(energy_kwh, co2e_kg, low, high) over all valid trials.
+    """
+
+    data: ReportData
+    settings: ReportSettings
+    trials: pd.DataFrame
+    groups: list[Group]
+    comparisons: list[ComparisonRow]
+    measurement: Measurement
+    simulated: bool
+    co2e_total: dict[str, float | None]
+
+    @property
+    def headlines(self) -> list[str]:
+        """Headline sentences of the primary and secondary compared metrics."""
+        out = []
+        for r in self.comparisons:
+            if r.result.metric in kind_compared(r.kind)[:2]:
+                out.append(r.headline)
+        return out
+
+    def workloads(self) -> list[tuple[str, str, list[Group]]]:
+        """(workload, kind, groups) in report order."""
+        out: dict[str, tuple[str, str, list[Group]]] = {}
+        for g in self.groups:
+            out.setdefault(g.workload, (g.workload, g.kind, []))[2].append(g)
+        return list(out.values())
+
+
+def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysis:
+    """Compute every number of the report from ``data`` (see module docstring)."""
+    settings = settings or ReportSettings.from_plan(data.plan or {})
+    df = normalize_trials(data.trials)
+    df, basis = add_carbon(df, settings)
+    groups = build_groups(df, settings)
+    comparisons = build_comparisons(df, groups, settings)
+    measurement = build_measurement(df, data, basis)
+    used = df[df["used"]]
+    kwh = used["co2_energy_kwh"]
+    known = bool(kwh.notna().any())
+    co2e_total = dict(
+        energy_kwh=float(kwh.sum()) if known else None,
+        co2e_kg=float(used["co2e_kg"].sum()) if known else None,
+        low=float(used["co2e_kg_low"].sum()) if known else None,
+        high=float(used["co2e_kg_high"].sum()) if known else None,
+        n_unknown=int(kwh.isna().sum()),
+    )
+    return Analysis(data=data, settings=settings, trials=df, groups=groups,
+                    comparisons=comparisons, measurement=measurement,
+                    simulated=bool(df["simulated"].any()), co2e_total=co2e_total)

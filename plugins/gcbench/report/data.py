@@ -1,0 +1,129 @@
+"""The report's input and output shapes.
+
+:class:`ReportData` is the contract between the store (which builds it from
+PostgreSQL) and :func:`gcbench.report.write_report`. It is plain data: the trials as
+one DataFrame, samples and windows fetched lazily per trial (a report plots only a
+few trials' samples), so building it costs one query for the trials.
+
+``trials`` has one row per trial with the columns of :data:`TRIAL_COLUMNS` and any of
+the metric columns of :data:`METRIC_COLUMNS` (float, NaN when unknown). Missing
+optional columns are treated as unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # pandas stays out of module level: the Airflow plugin imports us
+    import pandas
+
+TRIAL_COLUMNS = (
+    "trial_id",
+    "variant",
+    "workload",
+    "kind",
+    "repetition",
+    "status",
+    "error",
+    "valid",
+    "reasons",
+    "flags",
+    "factors",
+    "gpu_method",
+    "gpu_source",
+    "cpu_method",
+    "simulated",
+)
+"""Descriptive columns of ``ReportData.trials``.
+
+* ``status``: ``ok`` | ``failed`` | ``skipped``; ``error``: message of a failed or
+  skipped trial (str or None).
+* ``valid``: True/False after validation, None when not validated (then excluded).
+* ``reasons``: list of failed validation rules; ``flags``: findings that do not
+  invalidate (``throttled``, ``outlier_mad`` ...).
+* ``factors``: dict of the variant's factor values, e.g. ``{"path": "torch"}``.
+* ``gpu_method``/``cpu_method``: how energy was obtained (see
+  ``gcbench.energy.base.DeviceEnergy.method``); ``gpu_source``: ``nvml``,
+  ``nvidia-smi``, ``simulated`` ...; ``simulated``: any figure from the simulated device.
+"""
+
+METRIC_COLUMNS = (
+    "duration_s",
+    "tokens",
+    "tokens_per_s",
+    "gpu_energy_j",
+    "cpu_energy_j",
+    "total_energy_j",
+    "j_per_token",
+    "gpu_j_per_token",
+    "e2e_j_per_token",
+    "bytes",
+    "gb_per_s",
+    "gpu_j_per_gb",
+    "cpu_j_per_gb",
+    "samples",
+    "samples_per_s",
+    "accuracy",
+    "energy_kwh",
+    "co2e_kg",
+    "gpu_energy_above_idle_j",
+    "codecarbon_energy_j",
+    "codecarbon_rel_error",
+)
+"""Metric columns a trials frame may carry (unit in the name; NaN = unknown)."""
+
+
+@dataclass
+class ReportData:
+    """Everything one report needs about one DAG run of one plan.
+
+    Attributes:
+        plan_name: the plan's name.
+        run_id: the Airflow DAG run id.
+        logical_date: ISO 8601 logical date of the run, or None.
+        plan: the plan as a plain dict; the report reads ``description``,
+            ``carbon`` (``intensity_kg_per_kwh``, ``band`` [low, high]),
+            ``validation.min_valid_repetitions`` and the optional ``report`` section
+            (``baseline``: {factor: level}, ``compare``: [factor, ...]).
+        trials: one row per trial (see :data:`TRIAL_COLUMNS`, :data:`METRIC_COLUMNS`).
+        samples: trial_id -> DataFrame with the columns of
+            ``gcbench.energy.base.SAMPLE_COLUMNS``.
+        windows: trial_id -> {"main": {"start_s": .., "end_s": ..}, other windows}.
+        history: for nightly plans, earlier runs' figures: columns run_id,
+            logical_date, variant, metric, value; None otherwise.
+    """
+
+    plan_name: str
+    run_id: str
+    logical_date: str | None
+    plan: dict
+    trials: "pandas.DataFrame"
+    samples: Callable[[str], "pandas.DataFrame"]
+    windows: Callable[[str], dict]
+    history: "pandas.DataFrame | None" = None
+
+
+@dataclass
+class ReportPaths:
+    """Files written by :func:`gcbench.report.write_report`.
+
+    Attributes:
+        out_dir: the report folder (``reports/<plan>/<run id>/``).
+        html: the self-contained HTML report (plots embedded).
+        markdown: ``report.md``; its PNGs lie beside it.
+        csv_dir: folder of ``trials.csv``, ``groups.csv``, ``comparisons.csv``.
+        csv: the CSV files by name (``trials``, ``groups``, ``comparisons``).
+        pngs: the plot files, in report order.
+        summary_json: ``report.json``, the machine-readable summary (headlines,
+            counts, simulated flag) the Airflow view lists.
+    """
+
+    out_dir: Path
+    html: Path
+    markdown: Path
+    csv_dir: Path
+    csv: dict[str, Path] = field(default_factory=dict)
+    pngs: list[Path] = field(default_factory=list)
+    summary_json: Path | None = None

@@ -1,0 +1,132 @@
+"""What each metric is called in a report, its unit, and which metrics each workload
+kind leads with. Pure data: no pandas, no matplotlib."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How a metric column is shown.
+
+    Attributes:
+        name: column name (unit in the name).
+        label: words for sentences and axes ("GPU J/token").
+        unit: unit shown after numbers ("J/token").
+        lower_is_better: True for energy and time, False for rates and accuracy.
+    """
+
+    name: str
+    label: str
+    unit: str
+    lower_is_better: bool = True
+
+
+METRICS: dict[str, MetricInfo] = {
+    m.name: m
+    for m in (
+        MetricInfo("j_per_token", "GPU J/token", "J/token"),
+        MetricInfo("gpu_j_per_token", "GPU-window J/token", "J/token"),
+        MetricInfo("e2e_j_per_token", "end-to-end J/token", "J/token"),
+        MetricInfo("tokens_per_s", "throughput", "tokens/s", lower_is_better=False),
+        MetricInfo("tokens", "tokens", "tokens", lower_is_better=False),
+        MetricInfo("gpu_j_per_gb", "GPU J/GB", "J/GB"),
+        MetricInfo("cpu_j_per_gb", "CPU J/GB", "J/GB"),
+        MetricInfo("gb_per_s", "bandwidth", "GB/s", lower_is_better=False),
+        MetricInfo("bytes", "bytes", "B", lower_is_better=False),
+        MetricInfo("gpu_energy_j", "GPU energy", "J"),
+        MetricInfo("cpu_energy_j", "CPU energy", "J"),
+        MetricInfo("total_energy_j", "total energy (GPU + CPU)", "J"),
+        MetricInfo("gpu_energy_above_idle_j", "GPU energy above idle", "J"),
+        MetricInfo("duration_s", "time", "s"),
+        MetricInfo("samples", "training samples", "samples", lower_is_better=False),
+        MetricInfo("samples_per_s", "training throughput", "samples/s", lower_is_better=False),
+        MetricInfo("accuracy", "test accuracy", "", lower_is_better=False),
+        MetricInfo("energy_kwh", "energy", "kWh"),
+        MetricInfo("co2e_kg", "CO2e", "kgCO2e"),
+        MetricInfo("codecarbon_energy_j", "CodeCarbon energy", "J"),
+        MetricInfo("codecarbon_rel_error", "CodeCarbon relative error", ""),
+    )
+}
+
+
+def info(metric: str) -> MetricInfo:
+    """The :class:`MetricInfo` of a column; unknown columns are shown by name."""
+    return METRICS.get(metric) or MetricInfo(metric, metric.replace("_", " "), "")
+
+
+KIND_METRICS: dict[str, tuple[str, ...]] = {
+    "tinylm": ("j_per_token", "tokens_per_s", "gpu_j_per_token", "e2e_j_per_token",
+               "gpu_energy_j", "duration_s"),
+    "h2d": ("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb", "gpu_energy_j"),
+    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "duration_s", "co2e_kg", "accuracy",
+                     "codecarbon_rel_error"),
+    "noop": ("duration_s",),
+}
+"""Metrics summarized per workload kind, the primary first (columns that are unknown in
+every trial of a workload are dropped)."""
+
+KIND_COMPARED: dict[str, tuple[str, ...]] = {
+    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
+    "h2d": ("gpu_j_per_gb", "gb_per_s"),
+    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "duration_s"),
+    "noop": ("duration_s",),
+}
+"""Metrics tested between variants, per kind (each test joins the report's Holm family,
+so only the figures a study makes claims about are tested; CO2e is energy times a
+constant and needs no test of its own)."""
+
+DEFAULT_METRICS = ("gpu_energy_j", "duration_s")
+
+ENERGY_METRIC_ORDER = ("gpu_energy_j", "total_energy_j", "cpu_energy_j")
+"""The energy shown in the per-group box plot: the first known of these."""
+
+
+def kind_metrics(kind: str) -> tuple[str, ...]:
+    """Summarized metrics of a workload kind (primary first)."""
+    return KIND_METRICS.get(kind, DEFAULT_METRICS)
+
+
+def kind_compared(kind: str) -> tuple[str, ...]:
+    """Metrics compared between variants for a workload kind."""
+    return KIND_COMPARED.get(kind, DEFAULT_METRICS[:1])
+
+
+METHOD_DESCRIPTIONS: dict[str, str] = {
+    "nvml-counter-edge-corrected": (
+        "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ since driver "
+        "load) read throughout the window. The counter only changes every ~100 ms, so the "
+        "energy at each window edge is interpolated between the counter ticks around it "
+        "(edge correction) instead of taking the last tick, which would err by up to "
+        "100 ms x power at each edge."
+    ),
+    "nvml-counter": (
+        "NVML total-energy counter read at the window edges, without edge correction "
+        "(error up to 100 ms x power at each edge)."
+    ),
+    "nvml-power-integration": (
+        "Trapezoid integral of NVML instant power (NVML_FI_DEV_POWER_INSTANT) over the "
+        "window; used where the energy counter is unavailable (pre-Volta GPUs)."
+    ),
+    "nvidia-smi-power-integration": (
+        "Trapezoid integral of power polled from nvidia-smi (power.draw.instant where "
+        "available, else power.draw, a 1-second average); the NVML library was unavailable."
+    ),
+    "rapl": (
+        "Intel RAPL energy counters (/sys/class/powercap/intel-rapl:*/energy_uj, uJ), "
+        "corrected for wrap-around at max_energy_range_uj; nested domains counted once."
+    ),
+    "simulated": (
+        "SIMULATED: a deterministic power model of GC-Bench's simulated device, used "
+        "because no GPU sensor was found. These numbers are not measurements."
+    ),
+    "unavailable": "Not measured: the value is unknown (never counted as 0).",
+}
+
+
+def describe_method(method: str | None) -> str:
+    """One-paragraph description of an energy method (``unavailable`` for None)."""
+    if method is None or method == "" or method != method:  # None, empty, NaN
+        return METHOD_DESCRIPTIONS["unavailable"]
+    return METHOD_DESCRIPTIONS.get(str(method), f"{method} (no description on file).")

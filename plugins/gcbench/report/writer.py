@@ -1,0 +1,303 @@
+"""Write one report: HTML (self-contained), Markdown with PNGs beside it, CSV, JSON.
+
+    from gcbench.report import write_report
+    paths = write_report(data, Path("reports") / data.plan_name / data.run_id)
+
+Layout of ``out_dir``::
+
+    report.html        everything, plots embedded as base64 PNG
+    report.md          the same text; links the PNGs below
+    *.png              one file per figure
+    trials.csv         one row per trial (first column data_source: measured | SIMULATED)
+    groups.csv         one row per group and metric
+    comparisons.csv    one row per comparison and metric
+    report.json        summary for the Airflow view (headlines, counts, simulated)
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from gcbench.report.analysis import Analysis, ReportSettings, analyze, fmt_num, fmt_p
+from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData, ReportPaths
+from gcbench.report.metrics import info, kind_metrics
+from gcbench.report.plots import Plot, make_plots
+
+TEMPLATES = Path(__file__).with_name("templates")
+MD_MAX_TRIAL_ROWS = 300
+"""Markdown lists at most this many trials (trials.csv has all of them)."""
+
+SENSOR_FACTS = [
+    "NVML's power reading (nvmlDeviceGetPowerUsage, nvidia-smi power.draw) is a 1-second "
+    "average on Ampere and newer GPUs; the instant value is NVML_FI_DEV_POWER_INSTANT "
+    "(power.draw.instant). Both update about every 100 ms.",
+    "The energy counter nvmlDeviceGetTotalEnergyConsumption (mJ, Volta and newer) also "
+    "updates about every 100 ms; read only at the window edges it leaves up to "
+    "100 ms x power of error per edge, hence the edge correction.",
+    "On A100/H100 the power sensor averages only part of each 100 ms period, so GC-Bench "
+    "relies on the energy counter, long windows and a cross-check against integrated power.",
+    "RAPL counters wrap at max_energy_range_uj and are root-only; unreadable CPU energy is "
+    "reported as unknown, never as 0.",
+]
+
+
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _ci(lo, hi) -> str:
+    return f"[{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None else ""
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{v:+.2f} %"
+
+
+def _context(a: Analysis, plots: list[Plot]) -> dict:
+    s = a.settings
+    conf = round(s.confidence * 100)
+    workloads = []
+    for workload, kind, groups in a.workloads():
+        metrics = [m for m in (*kind_metrics(kind), "co2e_kg") if m in groups[0].summaries]
+        rows = []
+        for g in groups:
+            cells = []
+            for m in metrics:
+                su = g.summaries[m]
+                cells.append(dict(
+                    median=fmt_num(su.median), ci=_ci(su.ci_low, su.ci_high),
+                    ci_note=su.ci_reason or "",
+                    cv="" if su.cv is None else f"{100 * su.cv:.1f} %",
+                ))
+            rows.append(dict(
+                variant=g.variant, factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
+                n_valid=g.n_valid, n_trials=g.n_trials, n_invalid=g.n_invalid,
+                n_failed=g.n_failed + g.n_skipped, inconclusive=g.inconclusive,
+                simulated=g.simulated, cells=cells,
+                co2e_band=_ci(*g.co2e_band) if g.co2e_band else "",
+            ))
+        workloads.append(dict(
+            name=workload, kind=kind, rows=rows,
+            headers=[dict(label=info(m).label, unit=info(m).unit, name=m) for m in metrics],
+        ))
+    comparisons = []
+    for r in a.comparisons:
+        c = r.result
+        comparisons.append(dict(
+            workload=r.workload, context=r.context, factor=r.factor,
+            treatment=f"{r.factor}={r.treatment_level}", baseline=f"{r.factor}={r.baseline_level}",
+            metric=info(c.metric).label, n=f"{c.n_treatment} vs {c.n_baseline}",
+            medians=f"{fmt_num(c.median_treatment)} vs {fmt_num(c.median_baseline)}",
+            pct=_pct(c.pct_change),
+            ci=(f"{_pct(c.pct_ci_low)} to {_pct(c.pct_ci_high)}" if c.pct_ci_low is not None
+                else (c.ci_reason or "")),
+            p_mw=fmt_p(c.p_mannwhitney).removeprefix("p = "),
+            p_mw_holm=fmt_p(c.p_mannwhitney_holm).removeprefix("p = "),
+            p_welch=fmt_p(c.p_welch).removeprefix("p = "),
+            p_welch_holm=fmt_p(c.p_welch_holm).removeprefix("p = "),
+            cliff=fmt_num(c.cliffs_delta, 3), hl=fmt_num(c.hodges_lehmann),
+            verdict=("inconclusive" if r.inconclusive else "not tested" if c.significant is None
+                     else "significant" if c.significant else "not significant"),
+            simulated=r.simulated, note=c.note or "",
+        ))
+    headlines = [dict(text=r.headline, significant=bool(r.result.significant),
+                      inconclusive=r.inconclusive, simulated=r.simulated)
+                 for r in a.comparisons if r.headline in set(a.headlines)]
+    df = a.trials
+    def trial_row(t) -> dict:
+        kind_m = kind_metrics(str(t["kind"]))[0]
+        return dict(
+            trial_id=t["trial_id"], variant=t["variant"], repetition=t["repetition"],
+            status=t["status"],
+            valid="not validated" if t["valid"] is None else ("valid" if t["valid"] else "invalid"),
+            used=bool(t["used"]), metric=f"{info(kind_m).label}: {fmt_num(t[kind_m])}",
+            energy=fmt_num(t["gpu_energy_j"]), duration=fmt_num(t["duration_s"]),
+            method=t["gpu_method"] or "unavailable", simulated=bool(t["simulated"]),
+            reasons="; ".join(t["reasons"]), flags="; ".join(t["flags"]),
+            error=t["error"] or "",
+        )
+    trials = [trial_row(t) for _, t in df.iterrows()]
+    invalid = [t for t in trials if t["status"] == "ok" and t["valid"] == "invalid"]
+    failed = [t for t in trials if t["status"] != "ok"]
+    unvalidated = [t for t in trials if t["status"] == "ok" and t["valid"] == "not validated"]
+    m = a.measurement
+    probes = [dict(trial_id=p.trial_id, device=p.device, source=p.source, method=p.method or "",
+                   sample_hz=fmt_num(p.sample_hz, 3),
+                   power_update_ms=fmt_num(None if p.power_update_s is None else 1e3 * p.power_update_s, 3),
+                   counter_update_ms=fmt_num(None if p.counter_update_s is None else 1e3 * p.counter_update_s, 3),
+                   n_samples=p.n_samples, simulated=p.source == "simulated")
+              for p in m.probes]
+    ct = a.co2e_total
+    figures = [dict(name=p.name, kind=p.kind, title=p.title, caption=p.caption,
+                    b64=base64.b64encode(p.png).decode("ascii"), file=f"{p.name}.png",
+                    simulated=p.simulated) for p in plots]
+    d = a.data
+    return dict(
+        title=f"GC-Bench report: {d.plan_name}",
+        plan_name=d.plan_name, run_id=d.run_id, logical_date=d.logical_date or "–",
+        description=(d.plan or {}).get("description") or "",
+        generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        simulated=a.simulated, simulated_trials=m.simulated_trials,
+        headlines=headlines, workloads=workloads, comparisons=comparisons, figures=figures,
+        trials=trials, md_trials=trials[:MD_MAX_TRIAL_ROWS], n_trials=len(trials),
+        invalid=invalid, failed=failed, unvalidated=unvalidated,
+        methods=m.methods, probes=probes, counts=m.counts, reasons=m.reasons, flags=m.flags,
+        energy_basis=m.energy_basis, sensor_facts=SENSOR_FACTS,
+        conf=conf, n_resamples=f"{s.n_resamples:,}", alpha=s.alpha,
+        min_valid=s.min_valid_repetitions, intensity=s.intensity_kg_per_kwh,
+        band_low=s.band[0], band_high=s.band[1],
+        co2e_total=dict(kwh=fmt_num(ct["energy_kwh"]), kg=fmt_num(ct["co2e_kg"]),
+                        low=fmt_num(ct["low"]), high=fmt_num(ct["high"]),
+                        n_unknown=ct["n_unknown"]),
+        n_comparisons=sum(1 for r in a.comparisons if not r.inconclusive),
+    )
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def _source_label(simulated: bool) -> str:
+    return "SIMULATED" if simulated else "measured"
+
+
+def trials_frame(a: Analysis) -> pd.DataFrame:
+    """trials.csv: every trial; lists joined by '; ', factors as JSON."""
+    df = a.trials
+    out = pd.DataFrame({"data_source": [_source_label(v) for v in df["simulated"]]})
+    for col in TRIAL_COLUMNS:
+        v = df[col]
+        if col in ("reasons", "flags"):
+            v = v.map(lambda x: "; ".join(x))
+        elif col == "factors":
+            v = v.map(lambda x: json.dumps(x, sort_keys=True, default=str))
+        elif col == "valid":
+            v = v.map(lambda x: "" if x is None else str(bool(x)))
+        out[col] = v.to_numpy()
+    out["used_in_statistics"] = df["used"].to_numpy()
+    for col in (*METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high"):
+        out[col] = df[col].to_numpy()
+    return out
+
+
+GROUP_CSV_COLUMNS = (
+    "data_source", "workload", "kind", "variant", "factors", "metric", "unit", "n", "n_excluded",
+    "median", "mean", "std", "cv", "ci_low", "ci_high", "ci_method", "ci_reason", "confidence",
+    "n_resamples", "n_trials", "n_valid", "n_invalid", "n_failed", "n_skipped",
+    "n_unvalidated", "inconclusive", "simulated", "co2e_band_low", "co2e_band_high",
+)
+
+
+def groups_frame(a: Analysis) -> pd.DataFrame:
+    """groups.csv: one row per (group, metric)."""
+    rows = []
+    for g in a.groups:
+        for m, su in g.summaries.items():
+            d = su.to_dict()
+            d.update(
+                data_source=_source_label(g.simulated), workload=g.workload, kind=g.kind,
+                variant=g.variant, factors=json.dumps(g.factors, sort_keys=True, default=str),
+                unit=info(m).unit, n_trials=g.n_trials, n_valid=g.n_valid,
+                n_invalid=g.n_invalid, n_failed=g.n_failed, n_skipped=g.n_skipped,
+                n_unvalidated=g.n_unvalidated, inconclusive=g.inconclusive,
+                simulated=g.simulated,
+                co2e_band_low=g.co2e_band[0] if m == "co2e_kg" and g.co2e_band else None,
+                co2e_band_high=g.co2e_band[1] if m == "co2e_kg" and g.co2e_band else None,
+            )
+            rows.append(d)
+    return pd.DataFrame(rows, columns=list(GROUP_CSV_COLUMNS))
+
+
+COMPARISON_CSV_COLUMNS = (
+    "data_source", "workload", "kind", "factor", "treatment_level", "baseline_level", "context",
+    "metric", "treatment", "baseline", "n_treatment", "n_baseline", "n_excluded",
+    "median_treatment", "median_baseline", "pct_change", "pct_ci_low", "pct_ci_high",
+    "ci_method", "ci_reason", "p_mannwhitney", "p_mannwhitney_holm", "p_welch", "p_welch_holm",
+    "cliffs_delta", "hodges_lehmann", "significant", "alpha", "inconclusive", "simulated",
+    "note", "headline",
+)
+
+
+def comparisons_frame(a: Analysis) -> pd.DataFrame:
+    """comparisons.csv: one row per comparison and metric (pct_change: of the medians)."""
+    rows = []
+    for r in a.comparisons:
+        d = r.result.to_dict()
+        d.update(data_source=_source_label(r.simulated), workload=r.workload, kind=r.kind,
+                 treatment_level=r.treatment_level, baseline_level=r.baseline_level,
+                 context=r.context, inconclusive=r.inconclusive, simulated=r.simulated,
+                 headline=r.headline)
+        rows.append(d)
+    return pd.DataFrame(rows, columns=list(COMPARISON_CSV_COLUMNS))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _clean_json(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def write_report(data: ReportData, out_dir: Path, *,
+                 settings: ReportSettings | None = None) -> ReportPaths:
+    """Analyze ``data`` and write the report files into ``out_dir`` (created).
+
+    Args:
+        data: the run's trials, samples and windows (see :class:`ReportData`).
+        out_dir: the report folder, conventionally ``reports/<plan>/<run id>/``
+            (:func:`gcbench.report.web.report_dir`).
+        settings: overrides of the plan-derived settings (tests use fewer resamples).
+
+    Returns:
+        The paths written (:class:`ReportPaths`).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    a = analyze(data, settings)
+    plots = make_plots(a)
+    ctx = _context(a, plots)
+    env = _env()
+    html = out_dir / "report.html"
+    html.write_text(env.get_template("report.html.j2").render(**ctx), encoding="utf-8")
+    md = out_dir / "report.md"
+    md.write_text(env.get_template("report.md.j2").render(**ctx), encoding="utf-8")
+    pngs = []
+    for p in plots:
+        path = out_dir / f"{p.name}.png"
+        path.write_bytes(p.png)
+        pngs.append(path)
+    csv = {
+        "trials": out_dir / "trials.csv",
+        "groups": out_dir / "groups.csv",
+        "comparisons": out_dir / "comparisons.csv",
+    }
+    trials_frame(a).to_csv(csv["trials"], index=False)
+    groups_frame(a).to_csv(csv["groups"], index=False)
+    comparisons_frame(a).to_csv(csv["comparisons"], index=False)
+    summary = dict(
+        plan_name=data.plan_name, run_id=data.run_id, logical_date=data.logical_date,
+        title=ctx["title"], generated_at=ctx["generated_at"], simulated=a.simulated,
+        counts=a.measurement.counts, headlines=a.headlines,
+        co2e_total={k: _clean_json(v) for k, v in a.co2e_total.items()},
+        files=dict(html=html.name, markdown=md.name, csv={k: v.name for k, v in csv.items()},
+                   png=[p.name for p in pngs]),
+    )
+    summary_json = out_dir / "report.json"
+    summary_json.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    return ReportPaths(out_dir=out_dir, html=html, markdown=md, csv_dir=out_dir, csv=csv,
+                       pngs=pngs, summary_json=summary_json)

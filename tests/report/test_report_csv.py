@@ -1,0 +1,45 @@
+"""CSV exports: columns, one row per trial / group-metric / comparison-metric."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS
+from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
+
+
+def test_trials_csv_has_every_trial_and_contract_column(measured_report):
+    data, paths = measured_report
+    df = pd.read_csv(paths.csv["trials"])
+    assert list(df.columns[:1 + len(TRIAL_COLUMNS)]) == ["data_source", *TRIAL_COLUMNS]
+    assert {"used_in_statistics", *METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high"} <= set(df.columns)
+    assert len(df) == len(data.trials)
+    assert df.loc[0, "reasons"] == "window_too_short; counter_decreased"
+    assert json.loads(df.loc[0, "factors"]) == data.trials.loc[0, "factors"]
+    assert not df.loc[0, "used_in_statistics"] and df.loc[6, "used_in_statistics"]
+
+
+def test_groups_csv_columns_and_rows(measured_report):
+    data, paths = measured_report
+    df = pd.read_csv(paths.csv["groups"])
+    assert list(df.columns) == list(GROUP_CSV_COLUMNS)
+    assert df.groupby(["workload", "variant"]).ngroups == data.trials["variant"].nunique()
+    j = df[(df["metric"] == "j_per_token") & df["ci_low"].notna()]
+    assert len(j) == 5  # the sixth group has 2 valid trials: no CI, with a reason
+    assert df.loc[(df["metric"] == "j_per_token") & df["ci_low"].isna(), "ci_reason"].str.contains("n=2").all()
+    assert j["ci_low"].le(j["median"]).all() and j["median"].le(j["ci_high"]).all()
+    co2 = df[df["metric"] == "co2e_kg"]
+    assert len(co2) and (co2["co2e_band_low"] < co2["median"]).all()
+    assert (co2["co2e_band_high"] > co2["median"]).all()
+
+
+def test_comparisons_csv_columns_and_holm(measured_report):
+    _, paths = measured_report
+    df = pd.read_csv(paths.csv["comparisons"])
+    assert list(df.columns) == list(COMPARISON_CSV_COLUMNS)
+    tested = df[~df["inconclusive"] & df["p_mannwhitney"].notna()]
+    assert (tested["p_mannwhitney_holm"] >= tested["p_mannwhitney"] - 1e-12).all()
+    assert set(df["factor"]) == {"path", "memory", "gpus", "precision", "power_cap_w"}
+    assert "size_mib" not in set(df["factor"])  # a numeric sweep: plotted, not tested
