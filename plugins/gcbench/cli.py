@@ -19,6 +19,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="GC-Bench: en
 plan_app = typer.Typer(no_args_is_help=True, help="Validate and expand plans.")
 app.add_typer(plan_app, name="plan")
 
+from gcbench.tokenizer.cli import tokenize_command, tokenizer_app  # noqa: E402 - next to the other sub-apps
+
+app.add_typer(tokenizer_app, name="tokenizer")
+app.command("tokenize")(tokenize_command)
+
 
 @plan_app.command("validate")
 def plan_validate(file: Path = typer.Argument(..., help="Plan YAML file.")) -> None:
