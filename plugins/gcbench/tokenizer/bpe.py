@@ -144,7 +144,7 @@ class Merges:
             OutputError: the file or its folder cannot be written.
         """
         path = Path(path)
-        _atomic_write(path, self.to_bytes())
+        atomic_write(path, self.to_bytes())
         return path
 
     @classmethod
@@ -222,7 +222,7 @@ def _token_bytes(pairs: tuple[tuple[int, int], ...]) -> tuple[bytes, ...]:
     return tuple(tokens)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:

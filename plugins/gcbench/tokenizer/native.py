@@ -1,0 +1,139 @@
+"""Running the native tokenizers (``gcbench-tok-go``, ``gcbench-tok-rust``) from Python.
+
+:func:`run_native` runs a built binary (see :mod:`gcbench.factory.tokenizers` for the
+build) as an argv list and turns its exit code and message into the same exception the
+Python reference raises for that fault (the codes are listed in
+:mod:`gcbench.tokenizer.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gcbench.tokenizer.errors import CorpusError, MergesError, MergesNotFoundError, OutputError, TokenizerError
+
+
+@dataclass(frozen=True)
+class NativeRun:
+    """One run of a native tokenizer.
+
+    Attributes:
+        impl: ``go`` or ``rust`` (as the binary reports it).
+        bytes: corpus size (bytes).
+        tokens: ids written.
+        encode_s: encoding time inside the program (s), the fastest of ``repeat``
+            runs, each with an empty chunk cache; excludes reading and writing files.
+        wall_s: the whole process as seen from Python (s): start, read, encode
+            (``repeat`` times), write, exit.
+    """
+
+    impl: str
+    bytes: int
+    tokens: int
+    encode_s: float
+    wall_s: float
+
+    @property
+    def mb_per_s(self) -> float:
+        """Encoding throughput, 1e6 bytes per second of ``encode_s``."""
+        return self.bytes / 1e6 / self.encode_s if self.encode_s > 0 else float("inf")
+
+
+def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], corpus: str | os.PathLike[str],
+               out: str | os.PathLike[str], *, repeat: int = 1, timeout_s: float = 3600) -> NativeRun:
+    """Tokenize ``corpus`` into the token file ``out`` with a native binary.
+
+    Args:
+        binary: path of ``gcbench-tok-go`` or ``gcbench-tok-rust``.
+        merges: merges file; corpus: input bytes; out: token file to write.
+        repeat: encode this many times (timing only; the file is written once).
+        timeout_s: process time limit (s).
+
+    Raises:
+        MergesNotFoundError, MergesError, CorpusError, OutputError: the program's
+            exit codes 3, 4, 5, 6, with its message.
+        TokenizerError: any other failure (killed, timeout, unknown exit code).
+    """
+    argv = [str(binary), "--merges", str(merges), "--in", str(corpus), "--out", str(out), "--stats",
+            "--repeat", str(int(repeat))]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise TokenizerError(binary, f"did not finish within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise TokenizerError(binary, f"cannot run: {exc.strerror or exc}") from None
+    wall_s = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise _native_error(proc.returncode, proc.stderr, str(binary), str(merges), str(corpus), str(out))
+    try:
+        stats = json.loads(proc.stdout.strip().splitlines()[-1])
+        return NativeRun(stats["impl"], int(stats["bytes"]), int(stats["tokens"]), float(stats["encode_s"]), wall_s)
+    except (IndexError, ValueError, KeyError) as exc:
+        raise TokenizerError(binary, f"unexpected output {proc.stdout[:200]!r}: {exc}") from None
+
+
+def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str, out: str) -> TokenizerError:
+    text = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {code}"
+    # "<prog>: error: <path>: <message>" -> <message>
+    message = re.sub(r"^\S+: error: ", "", text)
+    for path in (merges, corpus, out):
+        if message.startswith(path + ": "):
+            message = message[len(path) + 2:]
+            break
+    if code == 3:
+        return MergesNotFoundError(merges, message.removeprefix("cannot read merges file: "))
+    if code == 4:
+        m = re.match(r"(?:line (\d+): )?corrupt merges file: (.*)", message)
+        if m:
+            return MergesError(merges, m.group(2), line=int(m.group(1)) if m.group(1) else None)
+        return MergesError(merges, message)
+    if code == 5:
+        return CorpusError(corpus, message)
+    if code == 6:
+        return OutputError(out, message)
+    where = "killed by signal %d" % -code if code < 0 else f"exit status {code}"
+    return TokenizerError(binary, f"failed ({where}): {text}")
+
+
+def tokenize_file(impl: str, merges: str | os.PathLike[str], corpus: str | os.PathLike[str],
+                  out: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> NativeRun:
+    """Tokenize a corpus file with ``impl`` (``python``, ``go`` or ``rust``) into ``out``.
+
+    ``go`` and ``rust`` build (or reuse) the binary with
+    :func:`gcbench.factory.tokenizers.build_local` in ``cache_dir`` (default
+    ``<GCBENCH_HOME>/tools``, as the DAG). All three write byte-identical files.
+
+    Raises:
+        The errors of :func:`run_native`, of the build (TokenizerBuildError), and for
+        ``python`` those of :meth:`Merges.load`, :func:`read_corpus` and
+        :func:`write_tokens`; ValueError for an unknown ``impl``.
+    """
+    if impl == "python":
+        from gcbench.tokenizer.bpe import Encoder, Merges, read_corpus
+        from gcbench.tokenizer.tokenfile import write_tokens
+
+        started = time.perf_counter()
+        m = Merges.load(merges)
+        data = read_corpus(corpus)
+        t0 = time.perf_counter()
+        ids = Encoder(m).encode(data)
+        encode_s = time.perf_counter() - t0
+        count = write_tokens(out, ids, m)
+        return NativeRun("python", len(data), count, encode_s, time.perf_counter() - started)
+    if impl not in ("go", "rust"):
+        raise ValueError(f"unknown tokenizer implementation {impl!r}; expected python, go or rust")
+    from gcbench.factory.tokenizers import build_local
+
+    if cache_dir is None:
+        from gcbench import config
+
+        cache_dir = config.home() / "tools"
+    binary = build_local(impl, Path(cache_dir))
+    return run_native(binary, merges, corpus, out)
