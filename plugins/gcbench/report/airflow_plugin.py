@@ -1,0 +1,52 @@
+"""GC-Bench's Airflow 3 plugin: a "GC-Bench" entry in the UI's navigation listing plans,
+runs and their reports, and a "GC-Bench report" tab on every DAG run.
+
+Registered through the ``airflow.plugins`` entry point in pyproject.toml
+(``gcbench = "gcbench.report.airflow_plugin:GCBenchPlugin"``). Airflow 3.1+ mounts
+:data:`gcbench.report.web.app` (FastAPI) at ``/gcbench`` in its API server and shows
+the two external views as iframes:
+
+* ``destination: nav`` -> ``gcbench/`` (the index of all reports);
+* ``destination: dag_run`` -> ``gcbench/dag_runs/{DAG_ID}/{RUN_ID}``; the UI fills
+  the placeholders and the app redirects to that run's report.
+
+``href`` values are relative (no leading slash) so that they follow Airflow's base URL.
+The app serves files only from the reports folder (``GCBENCH_REPORTS_DIR``). Like
+Airflow plugin apps in general, it is not behind Airflow's authentication: expose the
+API server accordingly.
+
+This module imports only Airflow's plugin base class and FastAPI (no pandas, SciPy or
+matplotlib): Airflow imports plugins in every component.
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from gcbench.report.web import app as _app
+
+URL_PREFIX = "/gcbench"
+
+
+class GCBenchPlugin(AirflowPlugin):
+    """The ``gcbench`` plugin: FastAPI app at ``/gcbench`` and two UI views."""
+
+    name = "gcbench"
+    fastapi_apps = [
+        {"app": _app, "url_prefix": URL_PREFIX, "name": "GC-Bench reports"},
+    ]
+    external_views = [
+        {
+            "name": "GC-Bench",
+            "href": "gcbench/",
+            "url_route": "gcbench",
+            "destination": "nav",
+            "nav_top_level": True,
+        },
+        {
+            "name": "GC-Bench report",
+            "href": "gcbench/dag_runs/{DAG_ID}/{RUN_ID}",
+            "url_route": "gcbench-run-report",
+            "destination": "dag_run",
+        },
+    ]

@@ -1,0 +1,149 @@
+"""The GC-Bench web app and Airflow plugin, through the API (FastAPI TestClient)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gcbench.report import web
+
+RUN_ID = "manual__2025-01-01T00:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory, simulated_report):
+    """A reports folder with the simulated report as synthetic-test/<run id>, a second
+    run without report.json, and a secret file beside the folder."""
+    base = tmp_path_factory.mktemp("web")
+    root = base / "reports"
+    _, paths = simulated_report
+    shutil.copytree(paths.out_dir, root / "synthetic-test" / RUN_ID)
+    (root / "synthetic-test" / "scheduled__2024-12-31").mkdir(parents=True)
+    (root / "synthetic-test" / "scheduled__2024-12-31" / "report.html").write_text("<h1>old</h1>")
+    (base / "secret.txt").write_text("do not serve")
+    plans = base / "plans"
+    plans.mkdir()
+    (plans / "smoke.yaml").write_text("name: smoke\n")
+    return root, plans
+
+
+@pytest.fixture()
+def client(reports):
+    root, plans = reports
+    return TestClient(web.create_app(root, plans))
+
+
+def test_index_lists_plans_runs_and_report_links(client):
+    r = client.get("/")
+    assert r.status_code == 200 and "GC-Bench reports" in r.text
+    assert "synthetic-test" in r.text and "gcbench__smoke" in r.text
+    assert 'href="reports/synthetic-test/manual__2025-01-01T00%3A00%3A00%2B00%3A00/report.html"' in r.text
+    assert "SIMULATED" in r.text
+
+
+def test_api_lists_runs_newest_first_with_headlines(client):
+    plans = client.get("/api/plans").json()
+    assert [p["plan"] for p in plans] == ["smoke", "synthetic-test"]
+    runs = plans[1]["runs"]
+    assert [r["run_id"] for r in runs] == [RUN_ID, "scheduled__2024-12-31"]
+    assert runs[0]["simulated"] is True and runs[0]["headlines"]
+    assert client.get("/api/plans/synthetic-test/runs").json()[0]["run_id"] == RUN_ID
+    assert client.get("/api/plans/nope/runs").status_code == 404
+
+
+def test_report_files_are_served(client):
+    base = "/reports/synthetic-test/manual__2025-01-01T00%3A00%3A00%2B00%3A00"
+    r = client.get(f"{base}/report.html")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "GC-Bench report: synthetic-test" in r.text
+    assert client.get(f"{base}/trials.csv").text.startswith("data_source,")
+    assert client.get(f"{base}/co2e.png").content[:4] == b"\x89PNG"
+    assert client.get(f"{base}/report.md").headers["content-type"].startswith("text/markdown")
+    assert client.get(f"{base}/missing.csv").status_code == 404
+
+
+@pytest.mark.parametrize("path", [
+    "/reports/synthetic-test/..%2F..%2Fsecret.txt/x",
+    "/reports/synthetic-test/x/..%2F..%2F..%2Fsecret.txt",
+    "/reports/synthetic-test/x/%2E%2E/%2E%2E/%2E%2E/secret.txt",
+    "/reports/..%2F/x/secret.txt",
+    "/reports/synthetic-test/x/%2Fetc%2Fpasswd",
+    "/api/plans/..%2F..%2F/runs",
+])
+def test_path_traversal_is_refused(client, path):
+    r = client.get(path)
+    assert r.status_code in (403, 404)
+    assert "do not serve" not in r.text and "root:" not in r.text
+
+
+def test_dag_run_link_redirects_to_its_report(client):
+    r = client.get(f"/dag_runs/gcbench__synthetic-test/{RUN_ID}", follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"] == ("../../reports/synthetic-test/"
+                                     "manual__2025-01-01T00%3A00%3A00%2B00%3A00/report.html")
+    r = client.get("/dag_runs/gcbench__synthetic-test/manual__2030-01-01", follow_redirects=False)
+    assert r.status_code == 404 and "No report yet" in r.text
+
+
+def test_mounted_under_gcbench_prefix_like_airflow(reports):
+    from fastapi import FastAPI
+
+    root, plans = reports
+    outer = FastAPI()
+    outer.mount("/gcbench", web.create_app(root, plans))
+    c = TestClient(outer)
+    assert "synthetic-test" in c.get("/gcbench/").text
+    r = c.get(f"/gcbench/dag_runs/gcbench__synthetic-test/{RUN_ID}")  # follows the redirect
+    assert r.status_code == 200 and "GC-Bench report: synthetic-test" in r.text
+
+
+def test_reports_dir_from_environment(monkeypatch, reports):
+    root, _ = reports
+    monkeypatch.setenv(web.REPORTS_ENV, str(root))
+    assert web.reports_root() == root
+    r = TestClient(web.app).get("/api/plans")
+    assert "synthetic-test" in [p["plan"] for p in r.json()]
+
+
+def test_report_dir_and_safe_segment():
+    assert web.report_dir(Path("/r"), "smoke", RUN_ID) == Path("/r/smoke") / RUN_ID
+    assert web.safe_segment("a/b") == "a_b"
+    for bad in ("", ".", ".."):
+        with pytest.raises(ValueError):
+            web.safe_segment(bad)
+
+
+def test_plugin_registers_app_and_views():
+    from gcbench.report.airflow_plugin import GCBenchPlugin
+
+    assert GCBenchPlugin.name == "gcbench"
+    (app,) = GCBenchPlugin.fastapi_apps
+    assert app["url_prefix"] == "/gcbench" and app["app"] is web.app
+    views = {v["destination"]: v for v in GCBenchPlugin.external_views}
+    assert views["nav"]["name"] == "GC-Bench" and not views["nav"]["href"].startswith("/")
+    assert views["dag_run"]["href"] == "gcbench/dag_runs/{DAG_ID}/{RUN_ID}"
+    GCBenchPlugin.validate()
+
+
+def test_plugin_validates_against_airflow_ui_models():
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
+
+    from gcbench.report.airflow_plugin import GCBenchPlugin
+
+    for v in GCBenchPlugin.external_views:
+        ExternalViewResponse.model_validate(v)
+
+
+def test_plugin_module_imports_cheaply():
+    code = ("import sys, gcbench.report.airflow_plugin; "
+            "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'numpy') "
+            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    plugins = str(Path(__file__).resolve().parents[2] / "plugins")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**__import__("os").environ, "PYTHONPATH": plugins})
+    assert r.returncode == 0, r.stdout + r.stderr
