@@ -79,3 +79,17 @@ def test_relative_error_against_direct_measurement():
     assert relative_error(104.09, 100.0) == pytest.approx(0.0409)
     assert relative_error(None, 100.0) is None
     assert relative_error(5.0, 0.0) is None
+
+
+def test_comparison_is_like_with_like():
+    from gcbench.codecarbon_compare import CodeCarbonResult, comparison_metrics
+
+    cc = CodeCarbonResult(energy_j=7200.0, cpu_energy_j=1800.0, gpu_energy_j=5040.0, ram_energy_j=360.0)
+    with_cpu = comparison_metrics(cc, gpu_energy_j=5000.0, cpu_energy_j=1600.0)
+    assert with_cpu["codecarbon_compared"] == "gpu+cpu"
+    assert with_cpu["codecarbon_rel_error"] == pytest.approx((6840.0 - 6600.0) / 6600.0)
+    gpu_only = comparison_metrics(cc, gpu_energy_j=5000.0, cpu_energy_j=None)  # no RAPL
+    assert gpu_only["codecarbon_compared"] == "gpu"
+    assert gpu_only["codecarbon_rel_error"] == pytest.approx(0.008)
+    absent = comparison_metrics(CodeCarbonResult(energy_j=None, reason="codecarbon not installed"), 5000.0, None)
+    assert absent["codecarbon_rel_error"] is None and absent["codecarbon_reason"] == "codecarbon not installed"

@@ -13,11 +13,16 @@ CodeCarbon is not a dependency of GC-Bench. Where it is not importable, the trac
 does nothing and its result is ``energy_j = None`` with the reason, so the report can
 say "CodeCarbon not installed" instead of showing a number.
 
-Example::
+Example (in the trial process, around the same span the meter measures)::
 
-    with CodeCarbonTracker(gpu_ids=[0]) as cc:
+    with CodeCarbonTracker(gpu_ids=spec.devices) as cc:
         ...  # the trial's work
     cc.result.energy_j   # J, or None with cc.result.reason
+    metrics.update(comparison_metrics(cc.result, gpu_energy_j, cpu_energy_j))
+
+CodeCarbon polls power every ``measure_power_secs`` (1 s here) and needs about that long
+to start, so it is compared over long spans (a whole ResNet training budget), not
+over sub-second windows.
 """
 
 from __future__ import annotations
@@ -202,3 +207,27 @@ def relative_error(codecarbon_j: float | None, measured_j: float | None) -> floa
     if codecarbon_j is None or measured_j is None or measured_j <= 0:
         return None
     return (codecarbon_j - measured_j) / measured_j
+
+
+def comparison_metrics(
+    cc: CodeCarbonResult, gpu_energy_j: float | None, cpu_energy_j: float | None
+) -> dict[str, Any]:
+    """CodeCarbon's figures beside the direct measurement of the same span, for result.json.
+
+    ``codecarbon_rel_error`` compares like with like: CodeCarbon's CPU + GPU energy
+    against the measured GPU + CPU energy when RAPL was readable, else CodeCarbon's GPU
+    energy against the measured GPU energy (``codecarbon_compared`` says which).
+    CodeCarbon's RAM estimate has no measured counterpart and is left out of both.
+    """
+    out = {k: v for k, v in cc.to_dict().items()}
+    if cc.energy_j is None:
+        out.update({"codecarbon_rel_error": None, "codecarbon_compared": None})
+        return out
+    if cpu_energy_j is not None and cc.cpu_energy_j is not None and cc.gpu_energy_j is not None:
+        estimate, measured, scope = cc.cpu_energy_j + cc.gpu_energy_j, (
+            None if gpu_energy_j is None else gpu_energy_j + cpu_energy_j), "gpu+cpu"
+    else:
+        estimate, measured, scope = cc.gpu_energy_j, gpu_energy_j, "gpu"
+    out["codecarbon_rel_error"] = relative_error(estimate, measured)
+    out["codecarbon_compared"] = scope if out["codecarbon_rel_error"] is not None else None
+    return out

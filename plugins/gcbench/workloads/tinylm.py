@@ -23,6 +23,9 @@ stream the same way; the torch path encodes, per batch, just the text that batch
 (cut before a space or newline, so ids near a cut can differ slightly from
 whole-corpus ids).
 
+Each batch goes to the device with a plain blocking ``tensor.to(device)``, as a simple
+PyTorch loop does, on both paths; the paths differ only in where the ids come from.
+
 Model: :class:`gcbench.workloads.tinylm_model.TinyLM`. ``mode: infer`` runs forward
 passes under ``torch.inference_mode()``; ``mode: train`` runs forward, backward and an
 AdamW step. Precision: ``fp32``; ``bf16`` (weights and activations in bfloat16; skipped
