@@ -43,3 +43,28 @@ def kwh_to_j(kwh: float) -> float:
 def bytes_to_gb(n_bytes: float) -> float:
     """Bytes to SI gigabytes (1e9 bytes)."""
     return n_bytes / BYTES_PER_GB
+
+
+def j_to_mj(joules: float) -> float:
+    """Joules to millijoules."""
+    return joules * 1e3
+
+
+def j_to_uj(joules: float) -> float:
+    """Joules to microjoules."""
+    return joules * 1e6
+
+
+def w_to_mw(watts: float) -> float:
+    """Watts to milliwatts (NVML power limits are set in mW)."""
+    return watts * 1e3
+
+
+def j_to_wh(joules: float) -> float:
+    """Joules to watt-hours."""
+    return joules / 3600.0
+
+
+def energy_j(power_w: float, duration_s: float) -> float:
+    """Energy of a constant power over a duration: W x s = J."""
+    return power_w * duration_s

@@ -159,6 +159,8 @@ class CounterWindow:
         tick_start_s, tick_end_s: T_a and T_b, s.
         edge_uncertainty_s: the larger of the two ticks' location uncertainty, s.
         decreased: True when the raw counter decreased inside the window.
+        clamped: an edge part was bounded to [0, counter step] (instant power
+            disagreed with the counter near an edge).
     """
 
     energy_j: float
@@ -169,6 +171,7 @@ class CounterWindow:
     tick_end_s: float
     edge_uncertainty_s: float
     decreased: bool
+    clamped: bool = False
 
 
 def _tick_after(ticks: Ticks, t: float, max_unc: float) -> int | None:
@@ -206,13 +209,33 @@ def counter_window_energy_j(ticks: Ticks, power_t_s: np.ndarray, power_w: np.nda
         ka = kb
     ta, tb = float(ticks.t_s[ka]), float(ticks.t_s[kb])
     counter = float(ticks.energy_j[kb] - ticks.energy_j[ka])
-    a = power_integral_j(power_t_s, power_w, start_s, ta)
-    b = power_integral_j(power_t_s, power_w, end_s, tb)
+    a, clamped_a = _edge_part_j(ticks, ka, power_t_s, power_w, start_s)
+    b, clamped_b = _edge_part_j(ticks, kb, power_t_s, power_w, end_s)
     dec = any(start_s <= x <= tb for x in ticks.decreased_t_s)
     return CounterWindow(energy_j=counter + a - b, counter_j=counter, start_correction_j=a,
                          end_correction_j=b, tick_start_s=ta, tick_end_s=tb,
                          edge_uncertainty_s=float(max(ticks.uncertainty_s[ka], ticks.uncertainty_s[kb])),
-                         decreased=dec)
+                         decreased=dec, clamped=clamped_a or clamped_b)
+
+
+def _edge_part_j(ticks: Ticks, k: int, power_t_s, power_w, edge_s: float) -> tuple[float, bool]:
+    """Energy from ``edge_s`` to tick ``k``, J, bounded by what the counter says.
+
+    The counter step of tick k is the energy of the whole tick interval holding the
+    edge, so the part after the edge lies in [0, step]. Instant power lags the load on
+    real GPUs (a 50 ms burst shows after it ended in the H200 traces); without this
+    bound a short window could come out negative.
+    """
+    part = power_integral_j(power_t_s, power_w, edge_s, float(ticks.t_s[k]))
+    prev_e = ticks.energy_j[k - 1] if k > 0 else ticks.first_energy_j
+    prev_t = ticks.t_s[k - 1] if k > 0 else ticks.first_read_t_s
+    step = float(ticks.energy_j[k] - prev_e)
+    bound = step if prev_t <= edge_s else None  # only when the step's interval holds the edge
+    clamped = part < 0 or (bound is not None and part > bound)
+    part = max(part, 0.0)
+    if bound is not None:
+        part = min(part, bound)
+    return part, clamped
 
 
 def naive_counter_energy_j(read_t_s: np.ndarray, energy_j: np.ndarray, start_s: float, end_s: float) -> float:

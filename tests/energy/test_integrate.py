@@ -1,0 +1,157 @@
+"""Tick detection, edge correction and cross-check (gcbench.energy.integrate), on a
+synthetic trace of known energy and on the recorded H200 traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gcbench.energy import integrate as I
+
+
+def _synthetic(seed: int = 7):
+    """Piecewise-constant power on a 1 ms grid (steady 300 W + 30 ms-on/70 ms-off bursts
+    of +250 W + noise), an NVML-like counter ticking every 90-110 ms in whole mJ, and
+    reads as the sampler makes them: counter at 10 Hz, power at 20 Hz, bursts of reads
+    every 4 ms (one counter read costs ~4 ms) for 0.25 s after each window edge."""
+    rng = np.random.default_rng(seed)
+    dt = 1e-3
+    grid = np.arange(0, 14, dt)
+    p = 300 + 250 * ((grid % 0.1) < 0.03) + rng.uniform(-20, 20, grid.size)
+    cum = np.concatenate(([0.0], np.cumsum(p * dt)))  # exact energy at grid points
+
+    def energy(t):
+        return np.interp(t, np.concatenate((grid, [grid[-1] + dt])), cum)
+
+    def power(t):
+        return p[np.minimum((np.asarray(t) / dt).astype(int), p.size - 1)]
+
+    ticks = np.cumsum(rng.uniform(0.09, 0.11, 200)) + 0.0123
+    ticks = ticks[ticks < 13.9]
+    counter_at_tick = np.floor(energy(ticks) * 1e3) / 1e3 + 5e6
+
+    def counter(t):
+        k = np.searchsorted(ticks, t, side="right") - 1
+        return np.where(k >= 0, counter_at_tick[np.maximum(k, 0)], 5e6)
+
+    return energy, power, counter
+
+
+def _reads(edges, t_end=13.5, burst_s=0.25, burst_dt=0.004):
+    counter_t = list(np.arange(0.0, t_end, 0.1))
+    power_t = list(np.arange(0.0, t_end, 0.05))
+    for e in edges:
+        b = list(np.arange(e + 0.0005, e + burst_s, burst_dt))
+        counter_t += b
+        power_t += b
+    return np.unique(counter_t), np.unique(power_t)
+
+
+def test_edge_correction_error_at_most_0_1_percent_on_synthetic_trace_of_known_energy():
+    energy, power, counter = _synthetic()
+    for start, end in [(1.2345, 11.4567), (2.0071, 7.1234), (0.5555, 12.9)]:
+        ct, pt = _reads([start, end])
+        ticks = I.detect_ticks(ct, counter(ct))
+        cw = I.counter_window_energy_j(ticks, pt, power(pt), start, end)
+        truth = energy(end) - energy(start)
+        assert abs(cw.energy_j - truth) / truth <= 0.001, (start, end, cw.energy_j, truth)
+
+
+def test_plain_counter_difference_at_edges_is_off_by_up_to_a_tick_of_energy():
+    energy, power, counter = _synthetic()
+    start, end = 1.2345, 11.4567
+    ct, _ = _reads([])
+    naive = I.naive_counter_energy_j(ct, counter(ct), start, end)
+    truth = energy(end) - energy(start)
+    # the uncorrected figure misses/adds the energy between each edge and its tick
+    assert abs(naive - truth) / truth > 0.001
+    assert abs(naive - truth) < 2 * 0.11 * 600
+
+
+def test_ticks_of_real_h200_counter_every_100_ms_in_12_j_steps_at_idle(traces):
+    tr = traces["idle_busy_idle"]
+    ticks = I.detect_ticks(tr.t_s, tr.energy_j)
+    assert ticks.t_s.size == 130
+    assert ticks.period_s == pytest.approx(0.1, abs=0.002)
+    gaps = np.diff(ticks.t_s)
+    assert 0.085 < gaps.min() and gaps.max() < 0.115        # 90-110 ms between ticks
+    a, b = tr.phase("idle")
+    idle_steps = np.diff(ticks.energy_j)[(ticks.t_s[1:] > a + 0.2) & (ticks.t_s[1:] < b)]
+    assert np.median(idle_steps) == pytest.approx(12.0, abs=0.7)   # ~120 W x 100 ms
+    assert ticks.decreased_t_s == []
+
+
+@pytest.mark.parametrize("trace,phase", [("idle_busy_idle", "busy"), ("idle_busy_idle", "idle"),
+                                         ("bursty", "bursty")])
+def test_sampler_rate_reads_with_edge_bursts_match_full_rate_reference_on_real_trace(traces, trace, phase):
+    tr = traces[trace]
+    a, b = tr.phase(phase)
+    ref = I.counter_window_energy_j(I.detect_ticks(tr.t_s, tr.energy_j), tr.t_s, tr.instant_w, a, b)
+    grid = np.unique(np.minimum(np.searchsorted(tr.t_s, np.arange(tr.t_s[0], tr.t_s[-1], 0.1)), tr.t_s.size - 1))
+    keep = np.zeros(tr.t_s.size, bool)
+    keep[grid] = True
+    naive = I.naive_counter_energy_j(tr.t_s[keep], tr.energy_j[keep], a, b)
+    for e in (a, b):
+        keep |= (tr.t_s >= e) & (tr.t_s <= e + 0.25)
+    sub = I.counter_window_energy_j(I.detect_ticks(tr.t_s[keep], tr.energy_j[keep]),
+                                    tr.t_s[keep], tr.instant_w[keep], a, b)
+    assert abs(sub.energy_j - ref.energy_j) / ref.energy_j < 1e-4
+    assert abs(naive - ref.energy_j) > abs(sub.energy_j - ref.energy_j)
+
+
+def test_real_steady_load_counter_and_instant_power_agree_within_3_percent(traces):
+    tr = traces["idle_busy_idle"]
+    a, b = tr.phase("busy")
+    cw = I.counter_window_energy_j(I.detect_ticks(tr.t_s, tr.energy_j), tr.t_s, tr.instant_w, a, b)
+    integ = I.power_integral_j(tr.t_s, tr.instant_w, a, b)
+    assert cw.energy_j == pytest.approx(4069.0, abs=1.0)
+    rel, disagree = I.cross_check(cw.energy_j, integ)
+    assert rel == pytest.approx(0.0271, abs=0.001) and not disagree
+
+
+def test_real_bursty_load_is_flagged_by_cross_check(traces):
+    tr = traces["bursty"]
+    a, b = tr.phase("bursty")
+    cw = I.counter_window_energy_j(I.detect_ticks(tr.t_s, tr.energy_j), tr.t_s, tr.instant_w, a, b)
+    rel, disagree = I.cross_check(cw.energy_j, I.power_integral_j(tr.t_s, tr.instant_w, a, b))
+    assert rel == pytest.approx(0.117, abs=0.005) and disagree
+
+
+def test_counter_187_j_against_integrated_327_j_is_a_disagreement():
+    rel, disagree = I.cross_check(187.0, 327.0, threshold=0.03)
+    assert rel == pytest.approx(-140 / 327) and disagree
+    assert I.cross_check(100.0, 102.0, threshold=0.03) == (pytest.approx(-2 / 102), False)
+    assert I.cross_check(100.0, 0.0) == (None, False)
+
+
+def test_50_ms_windows_of_real_trace_are_too_short_but_positive_never_zero(traces):
+    tr = traces["short_windows"]
+    ticks = I.detect_ticks(tr.t_s, tr.energy_j)
+    short = [(a, b) for n, a, b in tr.phases if n == "busy" and b - a < 0.06]
+    assert len(short) == 3
+    for a, b in short:
+        cw = I.counter_window_energy_j(ticks, tr.t_s, tr.instant_w, a, b)
+        assert cw.energy_j > 0
+        assert I.too_short(b - a, ticks.period_s)
+    assert not I.too_short(1.2, ticks.period_s)
+
+
+def test_counter_that_decreases_never_makes_the_total_decrease():
+    t = np.arange(10) * 0.1
+    e = np.array([100, 110, 120, 130, 5, 15, 25, 35, 45, 55], dtype=float)  # driver reload at read 4
+    cum, dec = I.monotone_counter(e)
+    assert list(dec) == [4]
+    assert np.all(np.diff(cum) >= 0) and cum[-1] == 100 + 30 + 50
+    ticks = I.detect_ticks(t, e)
+    assert ticks.decreased_t_s == [pytest.approx(0.4)]
+    cw = I.counter_window_energy_j(ticks, t, np.full(10, 100.0), 0.05, 0.75)
+    assert cw.decreased and cw.energy_j >= 0
+
+
+def test_power_integral_interpolates_at_edges_and_skips_unknown_samples():
+    t = np.array([0.0, 1.0, 2.0, 3.0])
+    p = np.array([100.0, np.nan, 300.0, 300.0])
+    assert I.power_integral_j(t, p, 0.0, 2.0) == pytest.approx(400.0)
+    assert I.power_integral_j(t, p, 1.0, 0.0) == pytest.approx(-150.0)
+    with pytest.raises(ValueError):
+        I.power_integral_j(t, np.full(4, np.nan), 0, 1)
