@@ -126,3 +126,11 @@ def test_no_permission_skips_before_any_training(context, make_spec, monkeypatch
     with pytest.raises(PowerCapPermissionError, match="CAP_SYS_ADMIN"):
         resnet_cifar.run(spec, ctx)
     assert ctx.windows == {}
+
+
+def test_ddp_worker_failure_is_reported_with_its_log(context, make_spec):
+    spec = make_spec("resnet_cifar", {**TINY, "train_samples": 16, "gpus": 2, "lr": "fast"})
+    ctx = context(spec)
+    with pytest.raises(RuntimeError, match="(?s)DDP training failed.*could not convert string to float"):
+        resnet_cifar.run(spec, ctx)
+    assert "main" not in ctx.windows

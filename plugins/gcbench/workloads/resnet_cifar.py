@@ -369,11 +369,18 @@ def _run_distributed(cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_
     log_path = outdir / "torchrun.log"
     ctx.log(f"launching {gpus} DDP processes: {' '.join(argv)}")
     deadline = time.monotonic() + float(cfg["launch_timeout_s"])
+    def log_tail() -> str:
+        return log_path.read_text(errors="replace")[-3000:]
+
     with open(log_path, "wb") as log_f, ExitStack() as windows:
         proc = subprocess.Popen(argv, env=env, stdout=log_f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             _serve_windows(server, proc, ctx, windows, deadline)
             rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except (RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"DDP training failed: {exc}; log tail:\n{log_tail()}") from exc
         except BaseException:
             proc.kill()
             proc.wait()
@@ -381,8 +388,7 @@ def _run_distributed(cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_
         finally:
             server.close()
     if rc != 0 or not result_path.exists():
-        tail = log_path.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"DDP training failed (torchrun exit {rc}); log tail:\n{tail}")
+        raise RuntimeError(f"DDP training failed (torchrun exit {rc}); log tail:\n{log_tail()}")
     out = json.loads(result_path.read_text())
     out["backend"] = "nccl" if on_cuda else "gloo"
     return out
