@@ -147,3 +147,43 @@ def test_plugin_module_imports_cheaply():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**__import__("os").environ, "PYTHONPATH": plugins})
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+AIRFLOW_PROBE = """
+import json, sys
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+from airflow import plugins_manager
+views, _ = plugins_manager._get_ui_plugins()
+c = TestClient(create_app())
+r = c.get("/gcbench/api/plans")
+page = c.get("/gcbench/")
+print(json.dumps(dict(status=r.status_code, plans=[p["plan"] for p in r.json()],
+                      index="GC-Bench reports" in page.text,
+                      views=sorted(v["url_route"] for v in views))))
+"""
+
+
+@pytest.mark.slow
+def test_airflow_api_server_mounts_the_app(tmp_path, reports):
+    """Airflow's own create_app() loads the plugin and serves it under /gcbench."""
+    root, _ = reports
+    plugins_dir = tmp_path / "airflow_plugins"
+    plugins_dir.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    env = {**__import__("os").environ, "AIRFLOW_HOME": str(tmp_path / "airflow"),
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_dir),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "GCBENCH_REPORTS_DIR": str(root),
+           "PYTHONPATH": str(repo / "plugins")}
+    # Without the installed entry point, the plugins folder registers it instead.
+    from importlib.metadata import entry_points
+
+    if not any(e.name == "gcbench" for e in entry_points(group="airflow.plugins")):
+        (plugins_dir / "gcbench_plugin.py").write_text(
+            "from gcbench.report.airflow_plugin import GCBenchPlugin  # noqa: F401\n")
+    r = subprocess.run([sys.executable, "-c", AIRFLOW_PROBE], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert out["status"] == 200 and "synthetic-test" in out["plans"] and out["index"]
+    assert {"gcbench", "gcbench-run-report"} <= set(out["views"])
