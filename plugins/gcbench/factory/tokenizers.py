@@ -139,9 +139,9 @@ def local_build_argv(impl: str, output: Path) -> list[str]:
     raise ValueError(f"unknown tokenizer implementation {impl!r}")
 
 
-def _toolchain_version(tool: str) -> str:
+def _toolchain_version(impl: str, tool: str) -> str:
     try:
-        out = subprocess.run([tool, "version" if tool == "go" else "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run([tool, "version" if impl == "go" else "--version"], capture_output=True, text=True, timeout=30)
         return out.stdout.strip() or out.stderr.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -221,7 +221,7 @@ def build_local(impl: str, cache_dir: Path, *, native_dir: Path | None = None,
         shutil.copy2(produced, staging)
     os.chmod(staging, 0o755)
     os.replace(staging, target)  # atomic: a concurrent build of the same hash is harmless
-    _write_provenance(target, tok, source_hash, "local", _toolchain_version(tool))
+    _write_provenance(target, tok, source_hash, "local", _toolchain_version(impl, tool))
     return target
 
 

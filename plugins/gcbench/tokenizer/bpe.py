@@ -410,6 +410,8 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
             continue
         token = tokens[pair[0]] + tokens[pair[1]]
         if token in known:
+            # Not seen in practice (greedy global merges segment a byte string the same
+            # way everywhere); the guard keeps the format's distinct-bytes rule whatever.
             forbidden.add(pair)
             continue
         new_id = len(tokens)
