@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,6 @@ from gcbench.energy import SAMPLE_COLUMNS
 from gcbench.energy.meter import Meter, read_samples, wait_for_cooldown
 from gcbench.errors import MeasurementError
 from gcbench.spec import EnergySettings
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
 
 def sim(**kw) -> EnergySettings:
     return EnergySettings(backend="simulated", **kw)

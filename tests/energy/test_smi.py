@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from gcbench.energy import smi
 from gcbench.errors import MeasurementError
-
-from pathlib import Path
 
 SMI_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 

@@ -268,6 +268,7 @@ class Meter:
         self._stopped = False
         self._nvml = None
         self._smi_roles: dict[str, str] | None = None
+        self.sampler_stats: dict | None = None
 
     # ------------------------------------------------------------------ start
     def _resolve_backend(self) -> None:
@@ -490,6 +491,7 @@ class Meter:
         while True:
             msg = self._read_message(timeout_s=10.0)
             if msg is None or msg.get("done"):
+                self.sampler_stats = msg
                 break
             if msg.get("event"):
                 self.events.append(msg)
@@ -588,7 +590,7 @@ class Meter:
                "methods": {g["label"]: ("simulated" if self.backend == "simulated" else
                                         "nvml-counter-edge-corrected" if g.get("has_counter") and self.backend == "nvml"
                                         else f"{self.backend}-power-integration") for g in self.gpus},
-               "sampler_events": self.events or None}
+               "sampler_events": self.events or None, "sampler_stats": self.sampler_stats}
         env.update(self._env_facts)
         if self._rapl is not None:
             env["rapl"] = {"domains": [d.label for d in self._rapl.domains], "reason": self._rapl.reason,

@@ -287,7 +287,8 @@ class Sampler:
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.smi.kill()
         self.writer.close()
-        _emit({"done": True, "rows": self.writer.rows})
+        _emit({"done": True, "rows": self.writer.rows, "cpu_s": time.process_time(),
+               "wall_s": self.now()})
         return 0
 
 
