@@ -232,3 +232,18 @@ def test_doctor_shows_gpus_and_cuda_visible_devices_mapping(monkeypatch, tmp_pat
                                      "pci_bus_id": PCI[1]}]
     text = doctor.format_text(d)
     assert f"cuda:0 -> nvml 1 ({UUIDS[1]})" in text and "no energy counter" in text
+
+
+def test_counter_187_j_against_integrated_327_j_over_5_s_idle_flags_the_window():
+    t = np.arange(0, 6.001, 0.05)
+    ticks = np.floor((t - 0.013) / 0.1)          # counter ticks every 100 ms
+    energy = 1000.0 + np.maximum(ticks, 0) * (187.0 / 50)   # 37.4 W by the counter
+    series = DeviceSeries(t_s=t, power_w=np.full(t.size, 65.4), power_instant_w=np.full(t.size, 65.4),
+                          energy_j=energy, source="nvml")
+    dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.03)
+    assert dev.energy_j == pytest.approx(187.0, abs=4.0) and dev.cross_check_j == pytest.approx(327.0)
+    assert dev.method == "nvml-counter-edge-corrected"
+    assert dev.cross_check_rel == pytest.approx(-0.43, abs=0.02)
+    assert flags == ["cross_check_disagreement"]
+    _, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5)
+    assert flags == []

@@ -225,7 +225,8 @@ class Meter:
         devices: host GPU indices (NVML numbering); [] means every visible GPU.
         samples_path: where samples.csv is streamed.
         seed: seeds the window start jitter.
-        cross_check_threshold: relative counter/power disagreement that flags a window.
+        cross_check_threshold: relative counter/power disagreement that flags a window
+            (``settings.cross_check_threshold`` is used instead when the settings have it).
         env: environment to read ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` from
             (default ``os.environ``).
 
@@ -247,7 +248,8 @@ class Meter:
         self.devices = list(devices)
         self.samples_path = Path(samples_path)
         self.seed = seed
-        self.cross_check_threshold = cross_check_threshold
+        # a plan-set threshold (EnergySettings.cross_check_threshold, when the spec has it) wins
+        self.cross_check_threshold = getattr(settings, "cross_check_threshold", None) or cross_check_threshold
         self.env = dict(os.environ if env is None else env)
         self.sim_idle_w, self.sim_busy_w = sim_idle_w, sim_busy_w
         self.rng = random.Random(seed)
