@@ -46,7 +46,8 @@ class NativeRun:
 
 
 def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], corpus: str | os.PathLike[str],
-               out: str | os.PathLike[str], *, repeat: int = 1, timeout_s: float = 3600) -> NativeRun:
+               out: str | os.PathLike[str], *, repeat: int = 1, timeout_s: float = 3600,
+               env: dict[str, str] | None = None) -> NativeRun:
     """Tokenize ``corpus`` into the token file ``out`` with a native binary.
 
     Args:
@@ -54,6 +55,7 @@ def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], c
         merges: merges file; corpus: input bytes; out: token file to write.
         repeat: encode this many times (timing only; the file is written once).
         timeout_s: process time limit (s).
+        env: extra environment variables (e.g. ``GOMAXPROCS=1``).
 
     Raises:
         MergesNotFoundError, MergesError, CorpusError, OutputError: the program's
@@ -64,7 +66,8 @@ def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], c
             "--repeat", str(int(repeat))]
     started = time.perf_counter()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired:
         raise TokenizerError(binary, f"did not finish within {timeout_s:g} s") from None
     except OSError as exc:
