@@ -1,6 +1,6 @@
 """``build_dag(plan) -> DAG``: one Airflow DAG per plan.
 
-    expand_trials -> [build_tokenizers] -> run_trial_<gpus> (mapped, one per trial)
+    expand_trials -> [build_tokenizers] -> trials_<gpus> -> run_trial_<gpus> (mapped, one per trial)
                   -> collect -> validate -> report
 
 * ``expand_trials`` turns the plan (and the trigger form's parameters) into trial
@@ -75,8 +75,15 @@ def dag_params(plan: Plan) -> dict[str, Any]:
     }
 
 
-def build_dag(plan: Plan, plan_path: str | Path | None = None):
-    """The Airflow DAG of a plan (dag_id ``gcbench__<name>``). See the module docstring."""
+def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int = 2):
+    """The Airflow DAG of a plan (dag_id ``gcbench__<name>``). See the module docstring.
+
+    Args:
+        plan: a validated plan.
+        plan_path: its file, for the DAG's documentation.
+        retries: retries of infrastructure failures (engine or database unreachable),
+            with exponential backoff; ``gcbench run`` uses 0 to fail fast.
+    """
     from airflow.sdk import DAG, get_current_context, task
 
     import pendulum
@@ -86,7 +93,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
     doc = (f"GC-Bench plan **{plan.name}**" + (f" from `{plan_path}`" if plan_path else "") + f".\n\n{plan.description}\n\n"
            f"Variants: {', '.join(variants(plan))}.")
     default_args = {
-        "retries": 2,
+        "retries": retries,
         "retry_delay": timedelta(seconds=30),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=10),
@@ -105,8 +112,8 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
         render_template_as_native_obj=False,
     ) as dag:
 
-        @task(multiple_outputs=True, retries=3)
-        def expand_trials() -> dict[str, list[dict[str, Any]]]:
+        @task
+        def expand_trials() -> list[dict[str, Any]]:
             """Plan -> trial specs for this run (already-stored trials left out)."""
             from gcbench import config
             from gcbench.factory.local import write_spec
@@ -123,8 +130,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
                                     dict(params))
                 stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id,
                                               logical_date.isoformat() if logical_date else None)
-            out: dict[str, list[dict[str, Any]]] = {device_key(d): [] for d in sets}
-            out["all"] = []
+            out: list[dict[str, Any]] = []
             skipped = 0
             for spec in specs:
                 if stored.get(spec.trial_id) == "ok":
@@ -134,10 +140,14 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
                 spec_path = write_spec(spec, outdir)
                 item = {"trial_id": spec.trial_id, "label": f"{spec.variant} #{spec.repetition}",
                         "spec_path": str(spec_path), "outdir": str(outdir), "devices": spec.devices}
-                out.setdefault(device_key(spec.devices), []).append(item)
-                out["all"].append(item)
-            print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out['all'])} to run")
+                out.append(item)
+            print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
             return out
+
+        @task
+        def select_trials(trials: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+            """The trials of one set of GPUs (one mapped task, one pool, per set)."""
+            return [t for t in trials if device_key(t["devices"]) == key]
 
         def _run_trial(trial: dict[str, Any]) -> dict[str, Any]:
             from gcbench.factory.local import RunnerOutcome, run_local
@@ -188,6 +198,8 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
 
         run_tasks: list[tuple[list[int], Any]] = []
         for devices in sets:
+            key = device_key(devices)
+            selected = select_trials.override(task_id=f"trials_{key}")(specs, key)
             mapped = task(
                 _run_trial,
                 task_id=f"run_trial_{device_key(devices)}",
@@ -195,15 +207,15 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
                 map_index_template="{{ task.op_kwargs['trial']['label'] }}",
                 execution_timeout=timedelta(seconds=plan.trial_timeout_s + 120),
                 trigger_rule="all_done" if len(devices) > 1 else "all_success",
-            ).expand(trial=specs[device_key(devices)])
+            ).expand(trial=selected)
             for up in upstream:
-                up >> mapped
+                up >> selected
             for other_devices, other in run_tasks:
                 if set(devices) & set(other_devices):
                     other >> mapped  # a multi-GPU trial waits for the single-GPU trials of its GPUs
             run_tasks.append((devices, mapped))
 
-        @task(trigger_rule="all_done", retries=3)
+        @task(trigger_rule="all_done", retries=retries + 1 if retries else 0)
         def collect(trials: list[dict[str, Any]]) -> dict[str, Any]:
             """Load every trial folder of this run into PostgreSQL (one transaction per trial)."""
             return collect_run(plan, get_current_context(), trials)
@@ -231,7 +243,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None):
             print(f"report: {path}")
             return str(path)
 
-        collected = collect(specs["all"])
+        collected = collect(specs)
         for _, mapped in run_tasks:
             mapped >> collected
         collected >> validate() >> report()

@@ -44,13 +44,15 @@ def _embedded_url() -> str:
     url = _embedded_server.get_uri()
     import psycopg2
 
-    with psycopg2.connect(url) as conn:
-        conn.autocommit = True
+    conn = psycopg2.connect(url)
+    try:
+        conn.autocommit = True  # CREATE DATABASE cannot run inside a transaction
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_database WHERE datname = 'gcbench'")
             if cur.fetchone() is None:
                 cur.execute("CREATE DATABASE gcbench")
-    conn.close()
+    finally:
+        conn.close()
     return _embedded_server.get_uri(database="gcbench")
 
 
