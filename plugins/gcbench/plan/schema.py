@@ -83,6 +83,21 @@ class CarbonSettings(_Strict):
         return self
 
 
+class ReportSettings(_Strict):
+    """How the report compares variants.
+
+    Attributes:
+        baseline: factor -> level used as the baseline of comparisons, e.g.
+            ``{path: external-go}``; factors not named use the report's default
+            (highest power cap, else the first level in sorted order).
+        compare: numeric factors with three or more levels to test as well (sweeps
+            are otherwise summarized and plotted, not tested).
+    """
+
+    baseline: dict[str, Scalar] = Field(default_factory=dict)
+    compare: list[str] = Field(default_factory=list)
+
+
 class WorkloadEntry(_Strict):
     """One workload of a plan: a kind, fixed settings and a factor matrix.
 
@@ -144,7 +159,8 @@ class Plan(_Strict):
         seed: plan seed; trial seeds and the randomized order derive from it.
         order: ``randomized`` (seeded shuffle, against drift) or ``sequential``.
         warmup, window: defaults for every workload.
-        energy: measurement settings; validation: rule thresholds; carbon: CO2e.
+        energy: measurement settings; validation: rule thresholds; carbon: CO2e;
+            report: baselines of the report's comparisons.
         hosts: optional multi-host mapping name -> queue and devices.
         workloads: at least one workload, names unique.
     """
@@ -164,6 +180,7 @@ class Plan(_Strict):
     energy: EnergySettings = EnergySettings()
     validation: ValidationSettings = ValidationSettings()
     carbon: CarbonSettings = CarbonSettings()
+    report: ReportSettings = ReportSettings()
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 
