@@ -1,0 +1,66 @@
+"""The smoke plan's DAG, run with dag.test() against a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url):
+    tmp = gcbench_env
+    status_path = tmp / "status.json"
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow")}
+    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(REPO / "plans" / "smoke.yaml"),
+                           str(status_path)], capture_output=True, text=True, env=env, timeout=900)
+    assert status_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    status = json.loads(status_path.read_text())
+    assert status["state"] == "success", status
+    assert all(state == "success" for state in status["tasks"].values()), status["tasks"]
+
+    from gcbench.plan import expand, load_plan
+
+    plan = load_plan(REPO / "plans" / "smoke.yaml")
+    expected_ids = {s.trial_id for s in expand(plan)}
+    import psycopg2
+
+    conn = psycopg2.connect(pg_url)
+    with conn.cursor() as cur:
+        cur.execute("SELECT trial_id, kind, status, valid, simulated, samples_count FROM gcbench.trials")
+        rows = cur.fetchall()
+        assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 18
+        assert all(r[2] == "ok" and r[3] is True and r[4] is True for r in rows), rows
+        assert all(r[5] >= 10 for r in rows)
+        cur.execute("SELECT count(*) FROM gcbench.samples")
+        assert cur.fetchone()[0] == sum(r[5] for r in rows)
+        cur.execute("SELECT t.kind, m.name, min(m.value), max(m.value) FROM gcbench.metrics m "
+                    "JOIN gcbench.trials t ON t.id = m.trial_pk GROUP BY t.kind, m.name")
+        metrics = {(k, n): (lo, hi) for k, n, lo, hi in cur.fetchall()}
+        cur.execute("SELECT html_path FROM gcbench.reports")
+        (html_path,) = cur.fetchone()
+    conn.close()
+    # real computation: tokens processed, bytes copied, images trained on, time measured
+    assert metrics[("tinylm", "tokens")][0] > 0 and metrics[("tinylm", "j_per_token")][0] > 0
+    assert metrics[("h2d", "bytes")][0] >= 4 * 2**20 and metrics[("h2d", "gb_per_s")][0] > 0
+    assert metrics[("resnet_cifar", "samples")] == (32.0, 32.0)
+    assert 0 <= metrics[("resnet_cifar", "accuracy")][0] <= 1
+    assert metrics[("noop", "duration_s")][0] >= 1.2
+    assert metrics[("tinylm", "co2e_kg")][0] > 0
+
+    report = Path(status["report"])
+    assert report == Path(html_path) and report.exists()
+    assert report.parent == tmp / "reports" / "smoke" / report.parent.name
+    html = report.read_text()
+    for section in ("How this was measured", "SIMULATED", "Headlines", "CO2e", "tinylm-infer[path=torch]"):
+        assert section in html
+    md = report.with_name("report.md").read_text()
+    assert "| **SIMULATED** resnet |" in md or "resnet" in md
+    assert (report.parent / "trials.csv").read_text().count("\n") == 19
