@@ -1,0 +1,104 @@
+"""Validation rules on crafted trials."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcbench.energy.base import SAMPLE_COLUMNS
+from gcbench.plan.schema import ValidationSettings
+from gcbench.validate import check_trial, outliers
+
+SETTINGS = ValidationSettings()
+
+
+def samples(t, energy=None, power=300.0, reasons=0, device="gpu0"):
+    t = np.asarray(t, dtype=float)
+    energy = 1000 + power * t if energy is None else np.asarray(energy, dtype=float)
+    return pd.DataFrame({"t_s": t, "device": device, "source": "nvml", "power_w": power, "power_instant_w": power,
+                         "energy_j": energy, "temperature_c": 50.0, "sm_clock_mhz": 1980.0,
+                         "clocks_event_reasons": reasons})[list(SAMPLE_COLUMNS)]
+
+
+def result(start=1.0, end=3.0, flags=(), rel=0.001, limits=None, update_period_s=0.1):
+    return {
+        "status": "ok", "exit_code": 0,
+        "windows": {"main": {"start_s": start, "end_s": end}},
+        "energy": {"main": {"gpu_energy_j": 600.0, "sample_hz": 20.0, "flags": list(flags),
+                            "gpu": [{"device": "gpu0", "energy_j": 600.0, "method": "nvml-counter-edge-corrected",
+                                     "cross_check_rel": rel, "update_period_s": update_period_s}]}},
+        "environment": {"power_limits_w": limits or {}},
+    }
+
+
+def test_good_trial_is_valid():
+    v = check_trial(result(), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert v.valid and v.reasons == [] and v.flags == []
+
+
+def test_failed_trial_is_invalid_with_exit_status():
+    r = result()
+    r["exit_code"] = 1
+    v = check_trial(r, "failed", samples([]), SETTINGS, error="RuntimeError: boom")
+    assert not v.valid and v.reasons == ["trial failed (exit status 1): RuntimeError: boom"]
+
+
+def test_window_shorter_than_ten_sensor_periods_is_invalid():
+    v = check_trial(result(1.0, 1.05), "ok", samples(np.arange(0.5, 1.6, 0.01)), SETTINGS)
+    assert not v.valid
+    assert v.reasons[0].startswith("window too short for the sensor: 0.050 s < 10 update periods of 0.100 s (1.000 s)")
+
+
+def test_gap_in_samples_is_invalid():
+    t = np.concatenate([np.arange(0.5, 1.8, 0.05), np.arange(2.6, 3.6, 0.05)])  # 0.8 s hole
+    v = check_trial(result(), "ok", samples(t), SETTINGS)
+    assert not v.valid and any("gap of 0.8" in r for r in v.reasons)
+
+
+def test_samples_not_covering_the_window_is_invalid():
+    v = check_trial(result(), "ok", samples(np.arange(0.5, 2.0, 0.05)), SETTINGS)
+    assert not v.valid and any("do not cover the window" in r for r in v.reasons)
+
+
+def test_decreasing_counter_is_invalid():
+    t = np.arange(0.5, 3.6, 0.05)
+    e = 1000 + 300 * t
+    e[30] = e[29] - 5
+    v = check_trial(result(), "ok", samples(t, energy=e), SETTINGS)
+    assert not v.valid and any("energy counter decreased" in r for r in v.reasons)
+
+
+def test_cross_check_disagreement_over_threshold_is_invalid():
+    v = check_trial(result(rel=-0.428), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert not v.valid and v.reasons == ["gpu0: counter and integrated power disagree by -42.80 % (limit 3 %)"]
+    v = check_trial(result(rel=-0.428), "ok", samples(np.arange(0.5, 3.6, 0.05)), ValidationSettings(cross_check_max_rel=0.5))
+    assert v.valid
+
+
+def test_power_above_the_gpu_limit_is_invalid():
+    v = check_trial(result(limits={"gpu0": {"min": 200, "max": 700}}), "ok",
+                    samples(np.arange(0.5, 3.6, 0.05), power=1200.0), SETTINGS)
+    assert not v.valid and any("above the GPU's limit 700 W" in r for r in v.reasons)
+
+
+def test_throttling_is_flagged_not_invalid():
+    v = check_trial(result(), "ok", samples(np.arange(0.5, 3.6, 0.05), reasons=0x4 | 0x40), SETTINGS)
+    assert v.valid and v.flags == ["gpu0: throttled during the window (power cap (SW), thermal (HW))"]
+
+
+def test_foreign_process_flag_invalidates():
+    v = check_trial(result(flags=["foreign_process"]), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert not v.valid and "a foreign process used the GPU during the window" in v.reasons
+
+
+def test_mad_outlier_rule():
+    assert outliers([10.0, 10.1, 9.9, 10.05, 14.0], k=3.5) == [False, False, False, False, True]
+    assert outliers([1.0, 1.0, 1.0, 5.0], k=3.5) == [False] * 4  # MAD 0: no outliers
+    assert outliers([1.0, float("nan"), 1.1], k=3.5) == [False] * 3
+
+
+@pytest.mark.parametrize("flag", ["counter_decreased"])
+def test_meter_flags_become_reasons(flag):
+    v = check_trial(result(flags=[flag]), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert not v.valid and v.reasons == ["energy counter decreased inside the window"]
