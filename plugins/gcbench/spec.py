@@ -6,10 +6,12 @@ or when it runs, so that its id is stable:
 
     trial_id = sha256(plan name + "\\n" + canonical JSON of the spec)[:16]
 
-The canonical JSON has sorted keys, no whitespace and excludes ``trial_id`` and
-``order`` (the position in a randomized schedule). The same plan therefore gives the
-same ids in any process on any machine, and adding a variant to a plan adds ids
-without changing the existing ones.
+The canonical JSON has sorted keys, no whitespace and excludes ``trial_id``,
+``order`` (the position in a randomized schedule) and ``devices`` (the placement: which
+GPUs of which host run it; the number of GPUs is the ``gpus`` setting, which is
+hashed). The same plan therefore gives the same ids in any process on any machine,
+a trial keeps its id on whichever GPU or host (``hosts:``) it is placed, and adding a
+variant to a plan adds ids without changing the existing ones.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ class TrialSpec(BaseModel):
         settings: effective workload settings (fixed settings overlaid by factors).
         repetition: 0-based repetition index.
         seed: per-trial seed, derived from the plan seed, variant and repetition.
-        devices: host GPU indices (as in CUDA_VISIBLE_DEVICES) the trial uses.
+        devices: host GPU indices (as in CUDA_VISIBLE_DEVICES) the trial uses; the
+            placement, not hashed into the id.
         warmup, window: warm-up and measured window.
         energy: measurement settings.
         order: position in the plan's (possibly randomized) schedule; not hashed.
@@ -102,7 +105,7 @@ class TrialSpec(BaseModel):
 
     def canonical_json(self) -> str:
         """The JSON that is hashed into the trial id (sorted keys, compact)."""
-        data = self.model_dump(mode="json", exclude={"trial_id", "order"})
+        data = self.model_dump(mode="json", exclude={"trial_id", "order", "devices"})
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def compute_id(self) -> str:

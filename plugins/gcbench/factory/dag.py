@@ -12,6 +12,16 @@
   GPUs wait for the single-GPU tasks of those GPUs.
 * ``collect`` runs whatever happened to the trials (``all_done``): a trial that died
   is stored as failed with its log tail, and the others are kept.
+* Plans with a ``schedule`` get a ``regression_check`` after ``report``
+  (:mod:`gcbench.regression`): it fails on an energy regression against the last
+  nights and fires :class:`gcbench.notify.RegressionNotifier`.
+* Plans with ``hosts:`` (CeleryExecutor, docs/multi-host.md) get, per host, their own
+  ``build_tokenizers_<host>``, ``trials_<host>_<gpus>``, ``run_trial_<host>_<gpus>``
+  (pool ``gcbench_<host>_<gpus>``) and ``collect_<host>`` tasks on the host's Celery
+  ``queue``: trial outputs stay on the host that ran them, and only expand, validate,
+  report and the regression check run on the central workers. Trials are placed
+  round-robin over the hosts' GPUs (:func:`place_trials`); placement is not part of
+  a trial's id.
 
 Building the DAG does no I/O: the plan is already loaded, and everything heavy is
 imported inside the tasks.
@@ -48,6 +58,64 @@ def device_sets(plan: Plan) -> list[list[int]]:
     for spec in expand(plan, repetitions=1):
         seen.setdefault(device_key(spec.devices), spec.devices)
     return sorted(seen.values(), key=lambda d: (len(d), d))
+
+
+def host_pool_name(host: str, devices: list[int]) -> str:
+    """Airflow pool of a set of GPUs of one host (``gcbench_<host>_gpu0``)."""
+    return f"gcbench_{host}_{device_key(devices)}"
+
+
+def host_device_sets(plan: Plan) -> dict[str, list[list[int]]]:
+    """``{host: GPU sets}`` for a plan with ``hosts:``: every GPU of the host for
+    single-GPU trials, the host's first k GPUs for k-GPU trials (single GPUs first).
+
+    Raises:
+        PlanError: a trial needs more GPUs than any host has.
+    """
+    from gcbench.errors import PlanError
+
+    sizes = sorted({len(d) for d in device_sets(plan) if d})
+    out: dict[str, list[list[int]]] = {}
+    for name, host in plan.hosts.items():
+        sets: list[list[int]] = []
+        for k in sizes:
+            if k == 1:
+                sets.extend([d] for d in host.devices)
+            elif len(host.devices) >= k:
+                sets.append(list(host.devices[:k]))
+        out[name] = sets
+    for k in sizes:
+        if not any(len(s) == k for sets in out.values() for s in sets):
+            raise PlanError(plan.name, None, "hosts", f"trials need {k} GPUs but no host lists that many devices")
+    return out
+
+
+def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
+    """(host, devices) of each spec, in the specs' order.
+
+    Without ``hosts:`` a trial runs on its spec's devices on the one machine (host
+    None). With hosts, k-GPU trials go round-robin, in schedule order, over every
+    host GPU set of size k (:func:`host_device_sets`), so each host and GPU gets an
+    equal share and the randomized order spreads variants over them.
+    """
+    if not plan.hosts:
+        return [(None, list(s.devices)) for s in specs]
+    slots: dict[int, list[tuple[str, list[int]]]] = {}
+    for host, sets in host_device_sets(plan).items():
+        for d in sets:
+            slots.setdefault(len(d), []).append((host, d))
+    used: dict[int, int] = {}
+    out: list[tuple[str | None, list[int]]] = []
+    for s in specs:
+        k = len(s.devices)
+        if k == 0:
+            out.append((next(iter(plan.hosts)), []))
+            continue
+        i = used.get(k, 0)
+        used[k] = i + 1
+        host, devices = slots[k][i % len(slots[k])]
+        out.append((host, list(devices)))
+    return out
 
 
 def external_tokenizers(plan: Plan) -> list[str]:
@@ -90,6 +158,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
 
     tokenizers = external_tokenizers(plan)
     sets = device_sets(plan)
+    per_host = host_device_sets(plan) if plan.hosts else {None: sets}
     doc = (f"GC-Bench plan **{plan.name}**" + (f" from `{plan_path}`" if plan_path else "") + f".\n\n{plan.description}\n\n"
            f"Variants: {', '.join(variants(plan))}.")
     default_args = {
@@ -131,30 +200,37 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id,
                                               logical_date.isoformat() if logical_date else None)
             out: list[dict[str, Any]] = []
-            skipped = 0
-            for spec in specs:
-                if stored.get(spec.trial_id) == "ok":
-                    skipped += 1
-                    continue
+            todo = [spec for spec in specs if stored.get(spec.trial_id) != "ok"]
+            skipped = len(specs) - len(todo)
+            for spec, (host, devices) in zip(todo, place_trials(plan, todo)):
+                spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
                 outdir = config.run_dir(plan.name, run_id) / spec.trial_id
                 spec_path = write_spec(spec, outdir)
                 item = {"trial_id": spec.trial_id, "label": f"{spec.variant} #{spec.repetition}",
-                        "spec_path": str(spec_path), "outdir": str(outdir), "devices": spec.devices}
+                        "spec_path": str(spec_path), "outdir": str(outdir), "devices": devices, "host": host}
+                if host is not None:  # the host's worker has not this machine's files
+                    item["spec"] = spec.model_dump(mode="json")
                 out.append(item)
             print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
             return out
 
         @task
-        def select_trials(trials: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-            """The trials of one set of GPUs (one mapped task, one pool, per set)."""
-            return [t for t in trials if device_key(t["devices"]) == key]
+        def select_trials(trials: list[dict[str, Any]], key: str, host: str | None = None) -> list[dict[str, Any]]:
+            """The trials of one set of GPUs of one host (one mapped task, one pool, per set)."""
+            return [t for t in trials if device_key(t["devices"]) == key and t.get("host") == host]
 
         def _run_trial(trial: dict[str, Any]) -> dict[str, Any]:
             from gcbench.factory.local import RunnerOutcome, run_local
             from gcbench.spec import TrialSpec
 
             ctx = get_current_context()
-            spec = TrialSpec.from_file(trial["spec_path"])
+            if "spec" in trial:  # placed on another host: write the spec file there
+                from gcbench.factory.local import write_spec
+
+                spec = TrialSpec.model_validate(trial["spec"])
+                write_spec(spec, Path(trial["outdir"]))
+            else:
+                spec = TrialSpec.from_file(trial["spec_path"])
             runner = ctx["params"].get("runner") or plan.runner
             if runner == "docker":
                 import time
@@ -170,7 +246,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             return {"trial_id": spec.trial_id, "exit_code": code}
 
         specs = expand_trials()
-        upstream = [specs]
+        upstream: dict[str | None, Any] = {host: specs for host in per_host}
         if tokenizers:
 
             @task(retries=0)
@@ -192,33 +268,41 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     print(f"tokenizer {impl}: {built[impl]}")
                 return built
 
-            tok = build_tokenizers()
-            specs >> tok
-            upstream = [tok]
+            for host in per_host:
+                if host is None:
+                    tok = build_tokenizers()
+                else:  # each host builds its own (its engine, its tools folder)
+                    tok = build_tokenizers.override(task_id=f"build_tokenizers_{host}", queue=plan.hosts[host].queue)()
+                specs >> tok
+                upstream[host] = tok
 
-        run_tasks: list[tuple[list[int], Any]] = []
-        for devices in sets:
-            key = device_key(devices)
-            selected = select_trials.override(task_id=f"trials_{key}")(specs, key)
-            mapped = task(
-                _run_trial,
-                task_id=f"run_trial_{device_key(devices)}",
-                pool=pool_name(devices),
-                map_index_template="{{ task.op_kwargs['trial']['label'] }}",
-                execution_timeout=timedelta(seconds=plan.trial_timeout_s + 120),
-                trigger_rule="all_done" if len(devices) > 1 else "all_success",
-            ).expand(trial=selected)
-            for up in upstream:
-                up >> selected
-            for other_devices, other in run_tasks:
-                if set(devices) & set(other_devices):
-                    other >> mapped  # a multi-GPU trial waits for the single-GPU trials of its GPUs
-            run_tasks.append((devices, mapped))
+        run_tasks: dict[str | None, list[tuple[list[int], Any]]] = {}
+        for host, host_sets in per_host.items():
+            prefix = "" if host is None else f"{host}_"
+            queue = {} if host is None else {"queue": plan.hosts[host].queue}
+            run_tasks[host] = []
+            for devices in host_sets:
+                key = device_key(devices)
+                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)
+                mapped = task(
+                    _run_trial,
+                    task_id=f"run_trial_{prefix}{key}",
+                    pool=pool_name(devices) if host is None else host_pool_name(host, devices),
+                    map_index_template="{{ task.op_kwargs['trial']['label'] }}",
+                    execution_timeout=timedelta(seconds=plan.trial_timeout_s + 120),
+                    trigger_rule="all_done" if len(devices) > 1 else "all_success",
+                    **queue,
+                ).expand(trial=selected)
+                upstream[host] >> selected
+                for other_devices, other in run_tasks[host]:
+                    if set(devices) & set(other_devices):
+                        other >> mapped  # a multi-GPU trial waits for the single-GPU trials of its GPUs
+                run_tasks[host].append((devices, mapped))
 
         @task(trigger_rule="all_done", retries=retries + 1 if retries else 0)
-        def collect(trials: list[dict[str, Any]]) -> dict[str, Any]:
-            """Load every trial folder of this run into PostgreSQL (one transaction per trial)."""
-            return collect_run(plan, get_current_context(), trials)
+        def collect(trials: list[dict[str, Any]], host: str | None = None) -> dict[str, Any]:
+            """Load every trial folder of this run (of one host) into PostgreSQL (one transaction per trial)."""
+            return collect_run(plan, get_current_context(), [t for t in trials or [] if t.get("host") == host])
 
         @task
         def validate() -> dict[str, Any]:
@@ -243,10 +327,34 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             print(f"report: {path}")
             return str(path)
 
-        collected = collect(specs)
-        for _, mapped in run_tasks:
-            mapped >> collected
-        collected >> validate() >> report()
+        validated = validate()
+        for host, tasks in run_tasks.items():
+            if host is None:
+                collected = collect(specs)
+            else:  # the trial folders are on the host: collect there, into the central database
+                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)
+            for _, mapped in tasks:
+                mapped >> collected
+            collected >> validated
+        reported = validated >> report()
+        if plan.schedule:
+            from gcbench.notify import RegressionNotifier
+
+            @task(retries=0, on_failure_callback=RegressionNotifier())
+            def regression_check() -> dict[str, Any]:
+                """Tonight against the last nights (gcbench.regression); fails on a regression."""
+                from gcbench.regression import RegressionError, check_run
+                from gcbench.store import db
+
+                ctx = get_current_context()
+                with db.connection() as conn:
+                    result = check_run(conn, plan, ctx["run_id"])
+                print(result.message())
+                if result.regressions:
+                    raise RegressionError(result)
+                return result.to_dict()
+
+            reported >> regression_check()
     return dag
 
 
@@ -271,7 +379,7 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             outdir = Path(item["outdir"])
             runner_file = outdir / "runner.json"
             exit_code = json.loads(runner_file.read_text())["exit_code"] if runner_file.exists() else None
-            spec = TrialSpec.from_file(item["spec_path"])
+            spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
                                            carbon=plan.carbon.model_dump(mode="json"))
             summary[outcome.action] += 1

@@ -1,6 +1,11 @@
 """Running one plan's DAG in-process with Airflow's ``dag.test()`` (``gcbench run``).
 
-``python -m gcbench.factory.testrun PLAN.yaml STATUS.json [--runner R] [--repetitions N]``
+``python -m gcbench.factory.testrun PLAN.yaml STATUS.json [--runner R] [--repetitions N]
+[--variant V]... [--logical-date ISO8601]``
+
+``--logical-date`` runs the DAG for that date, as a scheduled night or a backfill of
+it would (the run id is ``manual__<date>``; running the same date again replaces the
+Airflow run, and the trials already stored for the date are not run again).
 
 Airflow needs a metadata database and a DAG bundle for ``dag.test()``: a SQLite
 database under ``$GCBENCH_HOME/airflow`` (``AIRFLOW_HOME`` unless set) is migrated
@@ -59,8 +64,12 @@ def ensure_pools(dag) -> None:
 
 
 def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
-        variants: list[str] | None = None) -> int:
-    """Run the plan's DAG once with dag.test(); write the outcome to ``status_path``."""
+        variants: list[str] | None = None, logical_date: str | None = None) -> int:
+    """Run the plan's DAG once with dag.test(); write the outcome to ``status_path``.
+
+    ``logical_date`` (ISO 8601, a time zone required) sets the run's logical date;
+    default: now.
+    """
     from gcbench.plan.loader import load_plan
 
     plan = load_plan(plan_path)
@@ -70,7 +79,12 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
     dag = build_dag(plan, plan_path, retries=0)
     ensure_pools(dag)
     conf = {"runner": runner or plan.runner, "repetitions": repetitions, "variants": variants or []}
-    dag_run = dag.test(run_conf=conf)
+    if logical_date is not None:
+        import pendulum
+
+        dag_run = dag.test(run_conf=conf, logical_date=pendulum.parse(logical_date))
+    else:
+        dag_run = dag.test(run_conf=conf)
     states = {}
     from airflow.utils.session import create_session
     from airflow.models.taskinstance import TaskInstance
@@ -102,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runner", choices=["local", "docker"])
     parser.add_argument("--repetitions", type=int)
     parser.add_argument("--variant", action="append")
+    parser.add_argument("--logical-date")
     args = parser.parse_args(argv)
-    return run(args.plan, args.status, args.runner, args.repetitions, args.variant)
+    return run(args.plan, args.status, args.runner, args.repetitions, args.variant, args.logical_date)
 
 
 if __name__ == "__main__":

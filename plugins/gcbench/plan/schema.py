@@ -98,6 +98,33 @@ class ReportSettings(_Strict):
     compare: list[str] = Field(default_factory=list)
 
 
+class RegressionSettings(_Strict):
+    """The nightly energy-regression check (``gcbench.regression``), for plans with a schedule.
+
+    Attributes:
+        baseline_runs: the baseline of a group is its valid trials in the last N
+            earlier runs (by logical date) that have any.
+        min_baseline_runs: with fewer earlier runs than this, the group is not checked
+            (reported as "no baseline yet"), so the first nights never fail.
+        threshold_rel: smallest relative increase of the primary metric that counts
+            (0.05 = 5 %); smaller changes are noise for this plan, whatever their p-value.
+        alpha: significance level of the test, Holm-adjusted over the groups of a run.
+        n_resamples: bootstrap resamples of the change's confidence interval.
+    """
+
+    baseline_runs: int = Field(default=7, ge=1, le=100)
+    min_baseline_runs: int = Field(default=3, ge=1, le=100)
+    threshold_rel: float = Field(default=0.05, gt=0, le=10)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    n_resamples: int = Field(default=2000, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _min_le_baseline(self) -> "RegressionSettings":
+        if self.min_baseline_runs > self.baseline_runs:
+            raise ValueError("min_baseline_runs must not exceed baseline_runs")
+        return self
+
+
 class WorkloadEntry(_Strict):
     """One workload of a plan: a kind, fixed settings and a factor matrix.
 
@@ -160,7 +187,8 @@ class Plan(_Strict):
         order: ``randomized`` (seeded shuffle, against drift) or ``sequential``.
         warmup, window: defaults for every workload.
         energy: measurement settings; validation: rule thresholds; carbon: CO2e;
-            report: baselines of the report's comparisons.
+            report: baselines of the report's comparisons; regression: the nightly
+            energy-regression check (used when ``schedule`` is set).
         hosts: optional multi-host mapping name -> queue and devices.
         workloads: at least one workload, names unique.
     """
@@ -181,6 +209,7 @@ class Plan(_Strict):
     validation: ValidationSettings = ValidationSettings()
     carbon: CarbonSettings = CarbonSettings()
     report: ReportSettings = ReportSettings()
+    regression: RegressionSettings = RegressionSettings()
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

@@ -1,0 +1,277 @@
+"""The nightly energy-regression check: tonight's run against the last N valid nights.
+
+For each group (variant) of a scheduled plan, the values compared are the group's
+primary metric (:data:`gcbench.validate.PRIMARY_METRIC`: J/token for TinyLM, GPU J/GB
+for H2D, GPU J for ResNet, seconds for the no-op) of **valid** trials only:
+
+* *tonight*: the valid trials stored under this run's logical date (by this run or an
+  earlier run of the same date, so a re-run or a backfill of the night sees the whole
+  night);
+* *baseline*: the valid trials of the same group in the last ``baseline_runs`` earlier
+  nights (logical dates before tonight's) that have any, pooled.
+
+Decision rule (all three must hold for a **regression**):
+
+1. the percentage change of the medians, ``100 * (median(tonight) / median(baseline) - 1)``,
+   exceeds ``100 * threshold_rel`` (the metrics are costs: higher is worse);
+2. the two-sided Mann-Whitney U test (Mann & Whitney 1947) of tonight's values against
+   the baseline's, Holm-adjusted (Holm 1979) across the groups checked in this run, has
+   p < ``alpha``; Welch's t p-value is computed and reported beside it, not used;
+3. the BCa bootstrap 95 % confidence interval of the change (Efron 1987; the two sides
+   resampled independently) lies above 0.
+
+A change as large in the other direction is reported as an *improvement* and does
+not fail anything. Groups with fewer than ``min_baseline_runs`` baseline nights or
+fewer than 2 valid trials tonight are reported as not checked, with the reason. All
+statistics come from :func:`gcbench.stats.compare` and :func:`gcbench.stats.adjust_holm`.
+
+The rule is a pure function over DataFrames (:func:`check`); :func:`tonight_frame` and
+:func:`baseline_frame` read them from the results database and :func:`check_run` does
+both for one DAG run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from gcbench.errors import GCBenchError
+from gcbench.validate import PRIMARY_METRIC
+
+if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports the factory)
+    import pandas
+
+    from gcbench.plan.schema import RegressionSettings
+
+MIN_TONIGHT = 2
+"""Fewest valid trials of a group tonight for it to be tested (a rank test needs two)."""
+
+VALUE_COLUMNS = ("variant", "kind", "metric", "trial_id", "value")
+"""Columns of :func:`tonight_frame`; :func:`baseline_frame` adds ``night`` and ``run_id``."""
+
+
+class RegressionError(GCBenchError):
+    """Tonight's run regressed: at least one group's energy rose significantly.
+
+    Attributes:
+        result: the full :class:`RegressionResult` (every group, not only the regressions).
+    """
+
+    def __init__(self, result: "RegressionResult"):
+        self.result = result
+        super().__init__(result.message())
+
+
+@dataclass
+class GroupCheck:
+    """The check of one group.
+
+    Attributes:
+        variant, kind: the group; metric: its primary metric (unit in the name).
+        verdict: ``regression``, ``improvement``, ``unchanged`` (tested, not beyond the
+            threshold or not significant) or ``not checked`` (see ``note``).
+        n_tonight, n_baseline: valid trials used; baseline_nights: nights pooled.
+        median_tonight, median_baseline: medians, metric unit.
+        pct_change: change of the medians, percent; pct_ci_low/high: its BCa 95 % CI.
+        p_mannwhitney, p_mannwhitney_holm, p_welch: p-values (see the module docstring).
+        threshold_pct: the plan's threshold, percent.
+        note: why a group was not checked, or what was missing.
+    """
+
+    variant: str
+    kind: str
+    metric: str
+    verdict: str
+    n_tonight: int
+    n_baseline: int
+    baseline_nights: int
+    median_tonight: float | None = None
+    median_baseline: float | None = None
+    pct_change: float | None = None
+    pct_ci_low: float | None = None
+    pct_ci_high: float | None = None
+    p_mannwhitney: float | None = None
+    p_mannwhitney_holm: float | None = None
+    p_welch: float | None = None
+    threshold_pct: float | None = None
+    note: str | None = None
+
+    def sentence(self) -> str:
+        """One line for logs and notifications."""
+        if self.pct_change is None or self.verdict == "not checked":
+            return f"{self.variant}: {self.verdict} ({self.note})"
+        ci = (f", 95 % CI [{self.pct_ci_low:+.2f}, {self.pct_ci_high:+.2f}] %"
+              if self.pct_ci_low is not None and self.pct_ci_high is not None else "")
+        p = f", Holm-adjusted Mann-Whitney p = {self.p_mannwhitney_holm:.3g}" if self.p_mannwhitney_holm is not None else ""
+        return (f"{self.variant}: {self.verdict}: {self.metric} {self.median_tonight:.6g} tonight vs "
+                f"{self.median_baseline:.6g} over {self.baseline_nights} nights, {self.pct_change:+.2f} %{ci}{p} "
+                f"(n = {self.n_tonight} vs {self.n_baseline}, threshold {self.threshold_pct:g} %)")
+
+
+@dataclass
+class RegressionResult:
+    """The check of one DAG run: every group's :class:`GroupCheck`."""
+
+    dag_id: str
+    run_id: str
+    logical_date: str | None
+    groups: list[GroupCheck]
+
+    @property
+    def regressions(self) -> list[GroupCheck]:
+        """The groups whose verdict is ``regression``."""
+        return [g for g in self.groups if g.verdict == "regression"]
+
+    def message(self) -> str:
+        """A multi-line summary: headline, then one line per group (regressions first)."""
+        order = {"regression": 0, "improvement": 1, "unchanged": 2, "not checked": 3}
+        head = (f"{self.dag_id} {self.run_id}: {len(self.regressions)} energy regression(s) in "
+                f"{len(self.groups)} group(s)" if self.regressions else
+                f"{self.dag_id} {self.run_id}: no energy regression in {len(self.groups)} group(s)")
+        lines = [g.sentence() for g in sorted(self.groups, key=lambda g: (order.get(g.verdict, 9), g.variant))]
+        return "\n".join([head, *("  " + line for line in lines)])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (XCom, webhook payload)."""
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "logical_date": self.logical_date,
+                "regressions": len(self.regressions), "groups": [asdict(g) for g in self.groups]}
+
+
+def check(tonight: "pandas.DataFrame", baseline: "pandas.DataFrame", settings: "RegressionSettings") -> list[GroupCheck]:
+    """Apply the decision rule of the module docstring to every group seen tonight.
+
+    Args:
+        tonight: one row per valid trial tonight; columns ``variant``, ``kind``,
+            ``metric``, ``value`` (the primary metric, its unit).
+        baseline: the same columns plus ``night`` (the run's logical date, any
+            sortable type): valid trials of earlier nights. Only the last
+            ``settings.baseline_runs`` nights of each group are used.
+        settings: the plan's regression settings.
+
+    Returns:
+        One :class:`GroupCheck` per variant of ``tonight``, sorted by variant.
+        Groups only in the baseline (a variant dropped from the plan) are ignored.
+    """
+    from gcbench import stats
+
+    checks: list[GroupCheck] = []
+    tested: list[tuple[int, Any]] = []
+    threshold_pct = 100.0 * settings.threshold_rel
+    for variant, now in sorted(tonight.groupby("variant"), key=lambda kv: str(kv[0])):
+        kind = str(now["kind"].iloc[0])
+        metric = str(now["metric"].iloc[0])
+        past = baseline[(baseline["variant"] == variant) & (baseline["metric"] == metric)] if len(baseline) else baseline
+        nights = sorted(past["night"].unique())[-settings.baseline_runs:] if len(past) else []
+        past = past[past["night"].isin(nights)] if len(past) else past
+        now_values = now["value"].to_numpy(dtype=float)
+        past_values = past["value"].to_numpy(dtype=float) if len(past) else []
+        group = GroupCheck(str(variant), kind, metric, "not checked", n_tonight=len(now_values),
+                           n_baseline=len(past_values), baseline_nights=len(nights), threshold_pct=threshold_pct)
+        if len(nights) < settings.min_baseline_runs:
+            group.note = f"no baseline yet: {len(nights)} earlier night(s), {settings.min_baseline_runs} needed"
+        elif len(now_values) < MIN_TONIGHT:
+            group.note = f"{len(now_values)} valid trial(s) tonight, {MIN_TONIGHT} needed"
+        else:
+            comparison = stats.compare(now_values, past_values, metric=metric, treatment=f"{variant} tonight",
+                                       baseline=f"{variant} baseline", n_resamples=settings.n_resamples,
+                                       alpha=settings.alpha)
+            tested.append((len(checks), comparison))
+        checks.append(group)
+    adjusted = stats.adjust_holm([c for _, c in tested], alpha=settings.alpha)
+    for (i, _), c in zip(tested, adjusted):
+        g = checks[i]
+        g.median_tonight, g.median_baseline = c.median_treatment, c.median_baseline
+        g.pct_change, g.pct_ci_low, g.pct_ci_high = c.pct_change, c.pct_ci_low, c.pct_ci_high
+        g.p_mannwhitney, g.p_mannwhitney_holm, g.p_welch = c.p_mannwhitney, c.p_mannwhitney_holm, c.p_welch
+        g.note = "; ".join(x for x in (c.note, c.ci_reason if c.pct_ci_low is None else None) if x) or None
+        if c.pct_change is None or c.p_mannwhitney_holm is None:
+            g.verdict = "not checked"
+            g.note = g.note or "no percentage change (baseline median 0?)"
+            continue
+        significant = c.p_mannwhitney_holm < settings.alpha
+        if c.pct_change > threshold_pct and significant and c.pct_ci_low is not None and c.pct_ci_low > 0:
+            g.verdict = "regression"
+        elif c.pct_change < -threshold_pct and significant and c.pct_ci_high is not None and c.pct_ci_high < 0:
+            g.verdict = "improvement"
+        else:
+            g.verdict = "unchanged"
+    return checks
+
+
+def _primary_metric_json() -> str:
+    return json.dumps(PRIMARY_METRIC)
+
+
+def tonight_frame(conn, dag_id: str, run_id: str) -> "pandas.DataFrame":
+    """Valid trials' primary metric stored under the logical date of ``run_id``.
+
+    Columns: :data:`VALUE_COLUMNS`. A trial stored by two runs of the date counts once.
+    """
+    import pandas as pd
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "WITH me AS (SELECT id, logical_date FROM dag_runs WHERE dag_id = %s AND run_id = %s) "
+            "SELECT DISTINCT ON (t.trial_id) t.variant, t.kind, m.name, t.trial_id, m.value "
+            "FROM me JOIN dag_runs r ON r.dag_id = %s AND (r.id = me.id OR r.logical_date = me.logical_date) "
+            "JOIN trials t ON t.dag_run_id = r.id "
+            "JOIN metrics m ON m.trial_pk = t.id AND m.name = (%s::jsonb ->> t.kind) "
+            "WHERE t.valid IS TRUE AND t.status = 'ok' AND m.value IS NOT NULL "
+            "ORDER BY t.trial_id, r.id DESC",
+            (dag_id, run_id, dag_id, _primary_metric_json()),
+        )
+        rows = cur.fetchall()
+    conn.commit()
+    return pd.DataFrame(rows, columns=list(VALUE_COLUMNS))
+
+
+def baseline_frame(conn, dag_id: str, run_id: str, nights: int) -> "pandas.DataFrame":
+    """Valid trials' primary metric of the last ``nights`` earlier nights of each group.
+
+    "Earlier" is by logical date (a run without one: its creation time), strictly
+    before the night of ``run_id``. Columns: :data:`VALUE_COLUMNS`, ``night``
+    (timestamp), ``run_id``.
+    """
+    import pandas as pd
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "WITH me AS (SELECT coalesce(logical_date, created_at) AS night FROM dag_runs "
+            "            WHERE dag_id = %s AND run_id = %s), "
+            "vals AS (SELECT DISTINCT ON (coalesce(r.logical_date, r.created_at), t.trial_id) "
+            "           t.variant, t.kind, m.name, t.trial_id, m.value, "
+            "           coalesce(r.logical_date, r.created_at) AS night, r.run_id "
+            "         FROM dag_runs r JOIN me ON coalesce(r.logical_date, r.created_at) < me.night "
+            "         JOIN trials t ON t.dag_run_id = r.id "
+            "         JOIN metrics m ON m.trial_pk = t.id AND m.name = (%s::jsonb ->> t.kind) "
+            "         WHERE r.dag_id = %s AND t.valid IS TRUE AND t.status = 'ok' AND m.value IS NOT NULL "
+            "         ORDER BY coalesce(r.logical_date, r.created_at), t.trial_id, r.id DESC), "
+            "ranked AS (SELECT *, dense_rank() OVER (PARTITION BY variant ORDER BY night DESC) AS k FROM vals) "
+            "SELECT variant, kind, name, trial_id, value, night, run_id FROM ranked WHERE k <= %s",
+            (dag_id, run_id, _primary_metric_json(), dag_id, nights),
+        )
+        rows = cur.fetchall()
+    conn.commit()
+    return pd.DataFrame(rows, columns=[*VALUE_COLUMNS, "night", "run_id"])
+
+
+def check_run(conn, plan, run_id: str) -> RegressionResult:
+    """Check one stored DAG run of ``plan`` (a :class:`gcbench.plan.schema.Plan`).
+
+    Raises:
+        gcbench.errors.StoreError: the run is not stored.
+    """
+    from gcbench.errors import StoreError
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT logical_date FROM dag_runs WHERE dag_id = %s AND run_id = %s", (plan.dag_id, run_id))
+        row = cur.fetchone()
+    conn.commit()
+    if row is None:
+        raise StoreError(f"no stored run {run_id!r} of {plan.dag_id}")
+    settings = plan.regression
+    tonight = tonight_frame(conn, plan.dag_id, run_id)
+    baseline = baseline_frame(conn, plan.dag_id, run_id, settings.baseline_runs)
+    groups = check(tonight, baseline, settings)
+    return RegressionResult(plan.dag_id, run_id, row[0].isoformat() if row[0] else None, groups)
