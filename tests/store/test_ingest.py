@@ -57,7 +57,7 @@ def test_migrations_apply_once(conn):
     assert db.migrate(conn) == []
     with conn.cursor() as cur:
         cur.execute("SELECT version FROM gcbench.schema_migrations")
-        assert [r[0] for r in cur.fetchall()] == [1]
+        assert sorted(r[0] for r in cur.fetchall()) == [1, 2]
 
 
 def test_collect_stores_trial_samples_metrics_and_co2e(conn, run_pk, tmp_path):
@@ -157,3 +157,14 @@ def test_stored_trials_found_by_logical_date(conn, run_pk, tmp_path):
     # a backfill run of the same logical date sees the trial; another date does not
     assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__x", "2026-11-01T00:00:00+00:00") == {spec.trial_id: "ok"}
     assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__y", "2026-11-02T00:00:00+00:00") == {}
+
+
+def test_deleting_a_run_deletes_its_samples(conn, run_pk, tmp_path):
+    spec = expand(PLAN)[0]
+    write_trial(tmp_path / spec.trial_id, spec)
+    ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id)
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM dag_runs WHERE id = %s", (run_pk,))
+        cur.execute("SELECT (SELECT count(*) FROM trials), (SELECT count(*) FROM samples)")
+        assert cur.fetchone() == (0, 0)
+    conn.commit()

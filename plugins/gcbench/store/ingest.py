@@ -146,6 +146,112 @@ class SampleStream(io.RawIOBase):
         super().close()
 
 
+def _finite(col: str) -> str:
+    return f"({col} IS NULL OR {col} NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))"
+
+
+class PrefixedStream(io.RawIOBase):
+    """samples.csv (header skipped) with ``<trial_pk>,`` put before every line, for COPY.
+
+    Works on 1 MiB blocks with ``bytes.replace`` (no per-line Python work), so COPY
+    runs at the server's speed; no validation: a bad row makes the server refuse the
+    COPY, and :func:`copy_samples` falls back to :class:`SampleStream`.
+    """
+
+    BLOCK = 1 << 20
+
+    def __init__(self, path: Path, trial_pk: int):
+        self._f = open(path, "rb")
+        self._f.readline()
+        self._prefix = f"{trial_pk},".encode()
+        self._rest = b""
+        self._out = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        block = self._f.read(self.BLOCK)
+        if not block:
+            self._eof = True
+            if self._rest:  # a last line without newline (cut short): let the server judge it
+                self._out += self._prefix + self._rest
+                self._rest = b""
+            return
+        data = self._rest + block
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        if cut:
+            lines = data[:cut]
+            self._out += self._prefix + lines[:-1].replace(b"\n", b"\n" + self._prefix) + b"\n"
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._eof and (size < 0 or len(self._out) < size):
+            self._fill()
+        if size < 0:
+            out, self._out = self._out, b""
+        else:
+            out, self._out = self._out[:size], self._out[size:]
+        return out
+
+    def readline(self, size: int = -1) -> bytes:
+        return self.read(size if size > 0 else 65536)
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def _finite(col: str) -> str:
+    return f"({col} IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))"
+
+
+def copy_samples(cur, path: Path, trial_pk: int) -> tuple[int, int]:
+    """COPY a samples.csv into ``samples`` for one trial; returns (rows stored, rows dropped).
+
+    Fast path: the file is streamed to the server as it is, each line prefixed with
+    the trial key (:class:`PrefixedStream`), and rows with non-finite numbers are then
+    removed. If the server refuses the file (a row cut short by a killed trial, a
+    stray value), the transaction returns to a savepoint and the file is streamed
+    again through :class:`SampleStream`, which drops and counts the bad rows. Memory
+    stays bounded either way (1 MiB blocks).
+
+    Raises:
+        TrialError: the header is not :data:`SAMPLE_COLUMNS`.
+        psycopg2.Error: the database failed for another reason.
+    """
+    import psycopg2
+
+    with open(path, "rb") as f:
+        header = f.readline().decode("utf-8", errors="replace").strip()
+    if header != ",".join(SAMPLE_COLUMNS):
+        raise TrialError(None, f"{path}: unexpected samples header {header!r}")
+    cols = ", ".join(SAMPLE_COLUMNS)
+    copy_sql = f"COPY samples (trial_pk, {cols}) FROM STDIN WITH (FORMAT csv, NULL '')"
+    cur.execute("SAVEPOINT gcbench_copy")
+    stream = PrefixedStream(path, trial_pk)
+    try:
+        cur.copy_expert(copy_sql, stream, size=1 << 20)
+        copied = cur.rowcount
+        numeric = [c for c in SAMPLE_COLUMNS if c in _NUMERIC_COLUMNS]
+        cur.execute(f"DELETE FROM samples WHERE trial_pk = %s AND ({' OR '.join(_finite(c) for c in numeric)})",
+                    (trial_pk,))
+        dropped = cur.rowcount
+        cur.execute("RELEASE SAVEPOINT gcbench_copy")
+        return copied - dropped, dropped
+    except (psycopg2.DataError, psycopg2.errors.BadCopyFileFormat, psycopg2.errors.InvalidTextRepresentation):
+        cur.execute("ROLLBACK TO SAVEPOINT gcbench_copy")
+    finally:
+        stream.close()
+    slow = SampleStream(path, trial_pk)
+    try:
+        cur.copy_expert(copy_sql, slow, size=1 << 20)
+    finally:
+        slow.close()
+    return slow.rows, slow.dropped
+
+
 def plan_sha256(plan_json: str) -> str:
     """SHA-256 of a plan's canonical JSON."""
     return hashlib.sha256(plan_json.encode()).hexdigest()
@@ -307,14 +413,7 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
                 cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
             n_samples = dropped = 0
             if samples_path.exists():
-                stream = SampleStream(samples_path, trial_pk)
-                try:
-                    cur.copy_expert(
-                        f"COPY samples (trial_pk, {', '.join(SAMPLE_COLUMNS)}) FROM STDIN WITH (FORMAT csv, NULL '')",
-                        stream, size=1 << 20)
-                finally:
-                    stream.close()
-                n_samples, dropped = stream.rows, stream.dropped
+                n_samples, dropped = copy_samples(cur, samples_path, trial_pk)
             cur.execute("UPDATE trials SET samples_count = %s WHERE id = %s", (n_samples, trial_pk))
             rows = []
             for name, value in sorted(metrics.items()):
