@@ -1,5 +1,6 @@
 """The DockerOperator arguments of a trial (the engine itself is exercised by make test-docker)."""
 
+import os
 from pathlib import Path
 
 from docker.types import DeviceRequest, Mount
@@ -28,29 +29,54 @@ def specs():
 
 def test_trial_container_arguments():
     spec = specs()["copy"]
-    kw = trial_operator_kwargs(spec, "registry.example/gcbench-trial:1.0", Path("/data/runs/x"))
+    kw = trial_operator_kwargs(spec, "registry.example/gcbench-trial:1.0", Path("/data/runs/x"), home=Path("/data/home"))
     assert kw["image"] == "registry.example/gcbench-trial:1.0"
     assert kw["command"] == ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR]
     assert kw["auto_remove"] == "force" and kw["mount_tmp_dir"] is False and kw["network_mode"] == "none"
-    (mount,) = kw["mounts"]
-    assert isinstance(mount, Mount)
-    assert mount["Source"] == "/data/runs/x" and mount["Target"] == CONTAINER_OUTDIR and mount["Type"] == "bind"
-    assert mount["ReadOnly"] is False
+    out, cache = kw["mounts"]
+    assert isinstance(out, Mount)
+    assert out["Source"] == "/data/runs/x" and out["Target"] == CONTAINER_OUTDIR and out["Type"] == "bind"
+    assert out["ReadOnly"] is False
+    assert cache["Source"] == "/data/home/cache" and cache["ReadOnly"] is False
+    # every GPU is visible, CUDA_VISIBLE_DEVICES selects the trial's in PCI order (NVML keeps host indices)
     (req,) = kw["device_requests"]
-    assert isinstance(req, DeviceRequest) and req.device_ids == ["2"] and req.capabilities == [["gpu"]]
+    assert isinstance(req, DeviceRequest) and req.count == -1 and req.capabilities == [["gpu"]]
+    assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "2"
+    assert kw["environment"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    # the container writes the trial folder as the calling user, so collect can read it
+    assert kw["user"] == f"{os.getuid()}:{os.getgid()}"
     assert "cap_add" not in kw
+
+
+def test_external_tokenizer_trial_mounts_binaries_and_sources_read_only():
+    plan = plan_from_text(PLAN.replace("  - name: copy", "  - name: lm\n    kind: tinylm\n"
+                                       "    settings: {path: external-go}\n  - name: copy"))
+    spec = next(s for s in expand(plan, repetitions=1) if s.workload == "lm")
+    kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"), native_dir=Path("/src/native"))
+    by_target = {m["Target"]: m for m in kw["mounts"]}
+    assert by_target["/gcbench/home/tools"]["Source"] == "/h/tools" and by_target["/gcbench/home/tools"]["ReadOnly"]
+    assert by_target["/gcbench/project/native"]["Source"] == "/src/native"
+    assert by_target["/gcbench/project/native"]["ReadOnly"]
+    assert kw["environment"]["GCBENCH_HOME"] == "/gcbench/home"
 
 
 def test_multi_gpu_power_capped_trial_gets_both_gpus_and_sys_admin():
     spec = specs()["resnet"]
-    kw = trial_operator_kwargs(spec, "img", Path("/o"))
-    assert kw["device_requests"][0].device_ids == ["2", "3"]
+    kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))
+    assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert kw["cap_add"] == ["SYS_ADMIN"]
+    assert kw["user"] == "0:0"  # a non-root process keeps no capability
+
+
+def test_engine_address_comes_from_docker_host(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/gcbench/docker.sock")
+    kw = trial_operator_kwargs(specs()["copy"], "img", Path("/o"), home=Path("/h"))
+    assert kw["docker_url"] == "unix:///run/gcbench/docker.sock"
 
 
 def test_plan_values_never_reach_a_shell():
     spec = next(s for s in expand(plan_from_text(PLAN)) if "rm -rf" in str(s.factors.get("memory")))
-    kw = trial_operator_kwargs(spec, "img", Path("/o"))
+    kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))
     # The command is an argv list naming the spec file; the factor value stays inside spec.json.
     assert isinstance(kw["command"], list) and not any("rm -rf" in part for part in kw["command"])
 
@@ -59,6 +85,14 @@ def test_operator_accepts_the_arguments():
     from airflow.providers.docker.operators.docker import DockerOperator
 
     spec = specs()["copy"]
-    op = DockerOperator(task_id="t", **trial_operator_kwargs(spec, "img", Path("/o")))
+    op = DockerOperator(task_id="t", **trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h")))
     assert op.auto_remove == "force" and op.mount_tmp_dir is False
-    assert op.device_requests[0].device_ids == ["2"]
+    assert op.device_requests[0].count == -1
+
+
+def test_host_data_dir_is_mounted_read_only(monkeypatch, tmp_path):
+    monkeypatch.setenv("GCBENCH_DATA_DIR", str(tmp_path))
+    kw = trial_operator_kwargs(specs()["resnet"], "img", Path("/o"))
+    data = kw["mounts"][1]
+    assert (data["Source"], data["Target"], data["ReadOnly"]) == (str(tmp_path), "/data", True)
+    assert kw["environment"]["GCBENCH_DATA_DIR"] == "/data"
