@@ -93,6 +93,6 @@ def test_operator_accepts_the_arguments():
 def test_host_data_dir_is_mounted_read_only(monkeypatch, tmp_path):
     monkeypatch.setenv("GCBENCH_DATA_DIR", str(tmp_path))
     kw = trial_operator_kwargs(specs()["resnet"], "img", Path("/o"))
-    data = kw["mounts"][1]
+    (data,) = [m for m in kw["mounts"] if m["Target"] == "/data"]
     assert (data["Source"], data["Target"], data["ReadOnly"]) == (str(tmp_path), "/data", True)
     assert kw["environment"]["GCBENCH_DATA_DIR"] == "/data"
