@@ -22,7 +22,8 @@ Decision rule (all three must hold for a **regression**):
 
 A change as large in the other direction is reported as an *improvement* and does
 not fail anything. Groups with fewer than ``min_baseline_runs`` baseline nights or
-fewer than 2 valid trials tonight are reported as not checked, with the reason. All
+fewer than 3 valid trials tonight (the fewest for a bootstrap interval,
+:data:`gcbench.stats.MIN_N_CI`) are reported as not checked, with the reason. All
 statistics come from :func:`gcbench.stats.compare` and :func:`gcbench.stats.adjust_holm`.
 
 The rule is a pure function over DataFrames (:func:`check`); :func:`tonight_frame` and
@@ -44,8 +45,9 @@ if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports
 
     from gcbench.plan.schema import RegressionSettings
 
-MIN_TONIGHT = 2
-"""Fewest valid trials of a group tonight for it to be tested (a rank test needs two)."""
+MIN_TONIGHT = 3
+"""Fewest valid trials of a group tonight for it to be tested: rule 3 needs a bootstrap
+interval, which :func:`gcbench.stats.compare` computes from 3 values per side."""
 
 VALUE_COLUMNS = ("variant", "kind", "metric", "trial_id", "value")
 """Columns of :func:`tonight_frame`; :func:`baseline_frame` adds ``night`` and ``run_id``."""

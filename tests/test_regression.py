@@ -1,0 +1,209 @@
+"""The nightly regression check on stored histories, with and without a planted regression.
+
+The histories are real rows in a real PostgreSQL (``pg_url``): seven earlier nights of
+three trials per group, each trial's primary metric drawn around a known level with
+1 % noise; tonight's trials are the same, or 5 % higher for one group.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gcbench.plan.schema import Plan, RegressionSettings
+from gcbench.regression import baseline_frame, check, check_run, tonight_frame
+
+DAG_ID = "gcbench__nightly-test"
+NIGHT0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+LEVELS = {("noop", "noop"): 1.2, ("h2d[memory=pinned]", "h2d"): 2.3, ("tinylm-infer", "tinylm"): 0.05}
+METRIC = {"noop": "duration_s", "h2d": "gpu_j_per_gb", "tinylm": "j_per_token"}
+
+
+def _plan(**regression) -> Plan:
+    return Plan.model_validate({
+        "name": "nightly-test", "schedule": "0 2 * * *", "regression": regression,
+        "workloads": [{"name": "noop", "kind": "noop"}],
+    })
+
+
+class History:
+    """Writes nights of trials into the results database, as collect + validate would."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO plans (plan_name, plan_sha256, plan) VALUES ('nightly-test', 'x', '{}')")
+        conn.commit()
+        self.rng = np.random.default_rng(20260301)
+
+    def run(self, night: int, run_id: str | None = None) -> tuple[str, int]:
+        logical = NIGHT0 + timedelta(days=night)
+        run_id = run_id or f"scheduled__{logical.isoformat()}"
+        with self.conn.cursor() as cur:
+            cur.execute("INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
+                        "('nightly-test', %s, %s, %s) RETURNING id", (DAG_ID, run_id, logical))
+            pk = cur.fetchone()[0]
+        self.conn.commit()
+        return run_id, pk
+
+    def trial(self, run_pk: int, variant: str, kind: str, rep: int, value: float, *, valid: bool = True,
+              status: str = "ok", trial_id: str | None = None) -> None:
+        trial_id = trial_id or f"{variant}-{rep}"
+        with self.conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, spec, "
+                "status, valid) VALUES (%s, %s, 'nightly-test', %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (run_pk, trial_id, variant, variant.split("[")[0], kind, rep, json.dumps({"order": rep}), status, valid))
+            tpk = cur.fetchone()[0]
+            cur.execute("INSERT INTO metrics (trial_pk, name, value) VALUES (%s, %s, %s), (%s, 'tokens', 1000)",
+                        (tpk, METRIC[kind], value, tpk))
+        self.conn.commit()
+
+    def night(self, night: int, factor: dict[str, float] | None = None, reps: int = 3) -> str:
+        """One night of every group at its level x factor, 1 % noise; returns the run id."""
+        run_id, pk = self.run(night)
+        for (variant, kind), level in LEVELS.items():
+            f = (factor or {}).get(variant, 1.0)
+            for rep in range(reps):
+                self.trial(pk, variant, kind, rep, level * f * (1 + 0.01 * self.rng.standard_normal()))
+        return run_id
+
+
+@pytest.fixture
+def history(pg_url):
+    from gcbench.store import db
+
+    with db.connection(pg_url) as conn:
+        yield History(conn)
+
+
+def _verdicts(result) -> dict[str, str]:
+    return {g.variant: g.verdict for g in result.groups}
+
+
+@pytest.mark.integration
+def test_planted_5_percent_regression_is_found_only_in_its_group(history):
+    for n in range(7):
+        history.night(n)
+    tonight = history.night(7, factor={"h2d[memory=pinned]": 1.05})
+    result = check_run(history.conn, _plan(threshold_rel=0.03), tonight)
+    assert _verdicts(result) == {"h2d[memory=pinned]": "regression", "noop": "unchanged", "tinylm-infer": "unchanged"}
+    (g,) = result.regressions
+    assert g.metric == "gpu_j_per_gb" and g.n_tonight == 3 and g.n_baseline == 21 and g.baseline_nights == 7
+    assert 3.5 < g.pct_change < 6.5
+    assert 0 < g.pct_ci_low < g.pct_change < g.pct_ci_high
+    # 3 tonight values above all 21 baseline values: exact two-sided p = 2 / C(24, 3); Holm x3 groups
+    assert g.p_mannwhitney == pytest.approx(2 / 2024, rel=1e-6)
+    assert g.p_mannwhitney_holm == pytest.approx(3 * 2 / 2024, rel=1e-6)
+    assert "h2d[memory=pinned]: regression: gpu_j_per_gb" in result.message()
+
+
+@pytest.mark.integration
+def test_history_without_regression_passes(history):
+    for n in range(8):
+        tonight = history.night(n)
+    result = check_run(history.conn, _plan(threshold_rel=0.03), tonight)
+    assert result.regressions == []
+    assert set(_verdicts(result).values()) == {"unchanged"}
+    for g in result.groups:
+        assert abs(g.pct_change) < 3.0
+        assert g.n_baseline == 21
+
+
+@pytest.mark.integration
+def test_default_threshold_ignores_a_significant_change_below_it(history):
+    for n in range(7):
+        history.night(n)
+    tonight = history.night(7, factor={"noop": 1.03})
+    result = check_run(history.conn, _plan(), tonight)  # threshold 5 %
+    g = next(g for g in result.groups if g.variant == "noop")
+    assert g.verdict == "unchanged" and 1.5 < g.pct_change < 4.5
+    assert g.p_mannwhitney_holm < 0.05  # significant, but not beyond the threshold
+
+
+@pytest.mark.integration
+def test_improvement_is_reported_and_does_not_fail(history):
+    for n in range(7):
+        history.night(n)
+    tonight = history.night(7, factor={"tinylm-infer": 0.90})
+    result = check_run(history.conn, _plan(), tonight)
+    assert _verdicts(result)["tinylm-infer"] == "improvement"
+    assert result.regressions == []
+
+
+@pytest.mark.integration
+def test_baseline_uses_only_the_last_n_valid_nights(history):
+    history.night(0, factor={v: 2.0 for v, _ in LEVELS})  # 8 nights back: outside a 7-night baseline
+    for n in range(1, 8):
+        history.night(n)
+    _, pk = history.run(8)
+    for (variant, kind), level in LEVELS.items():
+        for rep in range(3):
+            history.trial(pk, variant, kind, rep, level)
+        history.trial(pk, variant, kind, 9, level * 10, valid=False)  # invalid: never counted
+        history.trial(pk, variant, kind, 10, level * 10, status="failed", valid=False)
+    tonight = f"scheduled__{(NIGHT0 + timedelta(days=8)).isoformat()}"
+    base = baseline_frame(history.conn, DAG_ID, tonight, 7)
+    assert base["night"].nunique() == 7 and len(base) == 7 * 3 * len(LEVELS)
+    assert base["night"].min() == NIGHT0 + timedelta(days=1)
+    now = tonight_frame(history.conn, DAG_ID, tonight)
+    assert len(now) == 3 * len(LEVELS) and set(now["value"]) == set(LEVELS.values())
+    result = check_run(history.conn, _plan(), tonight)
+    assert result.regressions == []
+
+
+@pytest.mark.integration
+def test_rerun_of_the_night_sees_trials_stored_by_the_first_run(history):
+    for n in range(7):
+        history.night(n)
+    first = history.night(7, factor={"noop": 1.10})
+    # a second run of the same logical date (backfill / clear) stored nothing new itself
+    logical = NIGHT0 + timedelta(days=7)
+    with history.conn.cursor() as cur:
+        cur.execute("INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
+                    "('nightly-test', %s, 'backfill__x', %s)", (DAG_ID, logical))
+    history.conn.commit()
+    for run_id in (first, "backfill__x"):
+        result = check_run(history.conn, _plan(), run_id)
+        assert _verdicts(result)["noop"] == "regression", run_id
+        assert next(g for g in result.groups if g.variant == "noop").n_tonight == 3
+
+
+@pytest.mark.integration
+def test_first_nights_are_not_checked(history):
+    history.night(0)
+    tonight = history.night(1, factor={"noop": 2.0})
+    result = check_run(history.conn, _plan(), tonight)
+    assert set(_verdicts(result).values()) == {"not checked"}
+    assert all("no baseline yet: 1 earlier night(s), 3 needed" in g.note for g in result.groups)
+
+
+def test_check_is_a_pure_function_of_frames():
+    rng = np.random.default_rng(1)
+    base = pd.DataFrame({"variant": "v", "kind": "noop", "metric": "duration_s",
+                         "value": 1 + 0.01 * rng.standard_normal(30), "night": np.repeat(np.arange(10), 3)})
+    now = pd.DataFrame({"variant": ["v"] * 3, "kind": "noop", "metric": "duration_s", "value": [1.2, 1.21, 1.19]})
+    (g,) = check(now, base, RegressionSettings(baseline_runs=4, min_baseline_runs=4))
+    assert g.n_baseline == 12 and g.baseline_nights == 4  # only the last 4 nights
+    assert g.verdict == "regression" and g.pct_change > 15
+    two = now.iloc[:2]
+    (g2,) = check(two, base, RegressionSettings())
+    assert g2.verdict == "not checked" and "2 valid trial(s) tonight, 3 needed" in g2.note
+
+
+def test_noisy_change_beyond_threshold_is_not_significant():
+    base = pd.DataFrame({"variant": "v", "kind": "noop", "metric": "duration_s",
+                         "value": [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.25, 0.95], "night": [0, 0, 0, 1, 1, 1, 2, 2, 2]})
+    now = pd.DataFrame({"variant": ["v"] * 3, "kind": "noop", "metric": "duration_s", "value": [1.3, 0.85, 1.15]})
+    (g,) = check(now, base, RegressionSettings())
+    assert g.pct_change > 5 and g.p_mannwhitney_holm > 0.05
+    assert g.verdict == "unchanged"
+
+
+def test_regression_settings_refuse_min_above_baseline():
+    with pytest.raises(ValueError, match="min_baseline_runs must not exceed baseline_runs"):
+        RegressionSettings(baseline_runs=2, min_baseline_runs=3)
