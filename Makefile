@@ -21,9 +21,10 @@ setup: $(STAMP)
 
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
 system-deps:
-	@bash scripts/system_deps.sh
+	@bash scripts/system_deps.sh go chromium
 
 demo: setup
+	@bash scripts/system_deps.sh go
 	$(VENV)/bin/gcbench run plans/smoke.yaml
 
 test: setup system-deps
@@ -35,13 +36,16 @@ test-python: setup
 
 test-native:
 	@if [ -d native/go ]; then cd native/go && go test ./...; fi
-	@if [ -d native/rust ]; then cd native/rust && cargo test --release -q; fi
+	@if [ -d native/rust ]; then cd native/rust && cargo test --release --offline -q; fi
 
 bench: setup
 	$(PY) benchmarks/run_all.py
 
+# On a GPU machine: NVML facts, edge correction and sampler overhead, then a short
+# version of both studies (each under 5 minutes).
 gpu-check: setup
 	$(PY) scripts/gpu_check.py
+	$(PY) scripts/gpu_check_studies.py
 
 clean:
 	rm -rf .gcbench reports

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages GC-Bench's tests need, when missing and when we may.
+# Installs the Debian packages GC-Bench needs, when missing and when we may (root).
+#   scripts/system_deps.sh go            the Go toolchain (the Go tokenizer)
+#   scripts/system_deps.sh go chromium   plus Chromium (the UI tests)
 set -euo pipefail
+declare -A binary=([go]=go [chromium]=chromium)
+declare -A package=([go]=golang-go [chromium]=chromium)
 need=()
-command -v go >/dev/null 2>&1 || need+=(golang-go)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
+for what in "${@:-go}"; do
+  command -v "${binary[$what]}" >/dev/null 2>&1 || need+=("${package[$what]}")
+done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages: ${need[*]} (install them as root: apt-get install ${need[*]})" >&2
