@@ -50,6 +50,9 @@ class EnergySettings(BaseModel):
             temperature to fall below ``cooldown_temp_c`` (0: off).
         cooldown_temp_c: temperature threshold of the cool-down (deg C).
         rapl_root: powercap tree for CPU energy (tests point it at a fake tree).
+        codecarbon: also run a CodeCarbon tracker over the main window, where the
+            optional ``codecarbon`` package is installed, and store its estimate
+            beside the direct measurement (``codecarbon_energy_j``, ``codecarbon_rel_error``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,6 +65,7 @@ class EnergySettings(BaseModel):
     cooldown_max_s: float = Field(default=0.0, ge=0, le=3600)
     cooldown_temp_c: float = Field(default=50.0, gt=0, le=120)
     rapl_root: str = "/sys/class/powercap"
+    codecarbon: bool = False
 
 
 class TrialSpec(BaseModel):

@@ -47,22 +47,41 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def check_writable(outdir: Path) -> None:
+MIN_FREE_BYTES = 16 << 20
+"""Free space the output folder's file system must have before a trial starts: an
+hour of samples at 20 Hz is ~5 MB, result.json and logs far less. A disk that fills
+during the window would cost the trial; one that is nearly full is refused before."""
+
+
+def check_writable(outdir: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
     """Create OUTDIR and prove a file can be written there (disk not full, permissions).
 
+    Called before anything is measured (by the trial and, earlier still, by the local
+    runner), so a read-only or full output folder is one clear error, not a trial
+    that dies in its window.
+
     Raises:
-        TrialError: the folder cannot be created or written.
+        TrialError: the folder cannot be created or written (read-only, permissions,
+            no space left), or its file system has less than ``min_free_bytes`` free.
     """
     try:
         outdir.mkdir(parents=True, exist_ok=True)
         probe = outdir / ".write-probe"
-        with open(probe, "wb") as f:
-            f.write(b"\0" * 65536)
-            f.flush()
-            os.fsync(f.fileno())
-        probe.unlink()
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * 65536)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            if probe.is_symlink() or probe.exists():
+                probe.unlink()
+        st = os.statvfs(outdir)
     except OSError as exc:
         raise TrialError(None, f"output folder {outdir} is not writable: {exc.strerror or exc}") from None
+    free = st.f_bavail * st.f_frsize
+    if free < min_free_bytes:
+        raise TrialError(None, f"output folder {outdir} has only {free} bytes free "
+                               f"(at least {min_free_bytes} needed for samples and results)")
 
 
 class _Log:
@@ -88,16 +107,26 @@ class Context:
         self.log = log
         self.device = _torch_device(spec)
         self.windows: dict[str, dict[str, float]] = {}
+        self.codecarbon = None
 
     @contextmanager
     def window(self, key: str = "main") -> Iterator[None]:
         """Measured window ``key``: energy and time between entry and exit."""
+        tracker = None
+        if key == "main" and self.spec.energy.codecarbon:
+            from gcbench.codecarbon_compare import CodeCarbonTracker
+
+            tracker = CodeCarbonTracker(gpu_ids=self.spec.devices or None, output_dir=str(self.outdir))
+            tracker.__enter__()
         start_s = self.meter.begin_window(key)
         self.log(f"window {key} begins at t={start_s:.3f}s")
         try:
             yield
         finally:
             end_s = self.meter.end_window(key)
+            if tracker is not None:
+                tracker.__exit__(None, None, None)
+                self.codecarbon = tracker.result
             self.windows[key] = {"start_s": start_s, "end_s": end_s}
             self.log(f"window {key} ends at t={end_s:.3f}s ({end_s - start_s:.3f} s)")
 
@@ -260,6 +289,12 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         result["energy"] = energy
         result["counts"] = counts
         result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
+        if status == EXIT_OK and ctx is not None and ctx.codecarbon is not None:
+            from gcbench.codecarbon_compare import comparison_metrics
+
+            m = result["metrics"]
+            result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
+            result["codecarbon"] = ctx.codecarbon.to_dict()
         result["measurement"] = {"backend": getattr(meter, "backend", None)}
         try:
             result["environment"] = {**environment(), **meter.environment()}

@@ -1,0 +1,90 @@
+"""The trial entry point: result.json, derived figures, unknown stays unknown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gcbench.plan import expand, plan_from_text
+from gcbench.trial import derive_metrics
+
+PLAN = """\
+name: trialtest
+window: {seconds: 1.1}
+energy: {backend: simulated, codecarbon: true}
+workloads: [{name: noop, kind: noop}]
+"""
+
+
+def test_derive_metrics_per_token_and_per_gb():
+    energy = {"main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": None,
+                       "gpu": [{"idle_power_w": 60.0}]},
+              "tokenize": {"duration_s": 0.5, "gpu_energy_j": 30.0, "cpu_energy_j": None}}
+    m = derive_metrics({"tokens": 3000, "bytes": 4e9}, energy, {})
+    assert m["tokens_per_s"] == 1500 and m["j_per_token"] == m["gpu_j_per_token"] == 0.2
+    assert m["e2e_j_per_token"] is None  # CPU energy unknown: end to end unknown, never computed with 0
+    assert m["total_energy_j"] is None and m["energy_scope"] == "gpu"
+    assert m["energy_kwh"] == pytest.approx(600 / 3.6e6)
+    assert m["gb_per_s"] == 2.0 and m["gpu_j_per_gb"] == 150.0 and m["cpu_j_per_gb"] is None
+    assert m["gpu_energy_above_idle_j"] == pytest.approx(600 - 60 * 2.0)
+    assert m["tokenize_duration_s"] == 0.5
+
+
+def test_derive_metrics_end_to_end_with_cpu_energy():
+    energy = {"main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": 100.0, "gpu": []},
+              "tokenize": {"duration_s": 1.0, "gpu_energy_j": 50.0, "cpu_energy_j": 50.0}}
+    m = derive_metrics({"tokens": 1000}, energy, {})
+    assert m["e2e_j_per_token"] == pytest.approx(0.8) and m["total_energy_j"] == 700.0
+
+
+def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
+    spec = expand(plan_from_text(PLAN))[0]
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "ok" and result["trial_id"] == spec.trial_id
+    assert result["metrics"]["duration_s"] >= 1.1
+    main = result["energy"]["main"]
+    assert main["simulated"] is True and main["gpu"][0]["method"] == "simulated"
+    assert main["cpu_energy_j"] is None and main["cpu_reason"]
+    # 300 W while the window is open (simulated device), within the counter's resolution
+    assert main["gpu_energy_j"] == pytest.approx(300 * result["metrics"]["duration_s"], rel=0.02)
+    assert result["metrics"]["codecarbon_energy_j"] is None
+    assert "codecarbon" in result["metrics"]["codecarbon_reason"].lower()
+    lines = (out / "samples.csv").read_text().splitlines()
+    assert lines[0].startswith("t_s,device,source") and len(lines) > 15
+    assert all(",simulated," in line for line in lines[1:] if ",gpu0," in line)
+
+
+def test_unwritable_output_folder_fails_before_the_window(tmp_path):
+    if os.geteuid() == 0:
+        target = "/proc/gcbench-cannot-write-here"
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        target = str(ro / "out")
+    spec = expand(plan_from_text(PLAN))[0]
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), target],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "is not writable" in proc.stderr and "window" not in proc.stdout
+
+
+def test_spec_with_a_forged_id_is_refused(tmp_path):
+    spec = expand(plan_from_text(PLAN))[0]
+    data = json.loads(spec.to_json())
+    data["trial_id"] = "0" * 16
+    (tmp_path / "spec.json").write_text(json.dumps(data))
+    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(tmp_path / "spec.json"), str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "does not match its spec" in proc.stderr
