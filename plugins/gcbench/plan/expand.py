@@ -20,6 +20,43 @@ from gcbench.spec import Scalar, TrialSpec, derive_seed
 DEFAULT_MAX_MAP_LENGTH = 1024
 """Airflow's default ``[core] max_map_length``: the most instances of one mapped task."""
 
+MAX_MATRIX_COMBINATIONS = 100_000
+"""A workload's matrix may not multiply out to more combinations than this *before*
+``exclude`` rules (they are enumerated to apply the rules; a plan of a page of YAML
+could otherwise ask for billions)."""
+
+
+def max_map_length() -> int:
+    """The most trials one DAG run may map: Airflow's ``[core] max_map_length``.
+
+    Read from Airflow's configuration when Airflow is already imported (the DAG
+    processor, the workers, ``dag.test()``), else from ``AIRFLOW__CORE__MAX_MAP_LENGTH``,
+    else Airflow's default (1024). Airflow is never imported here: validating a plan
+    from the CLI stays cheap. A run over the limit is refused with a clear error, not
+    split (a split run would be several DAG runs, each with its own report).
+    """
+    import os
+    import sys
+
+    configuration = sys.modules.get("airflow.configuration")
+    if configuration is not None and getattr(configuration, "conf", None) is not None:
+        try:
+            return configuration.conf.getint("core", "max_map_length")
+        except (ValueError, LookupError, configuration.AirflowConfigException):
+            pass
+    try:
+        return int(os.environ.get("AIRFLOW__CORE__MAX_MAP_LENGTH") or DEFAULT_MAX_MAP_LENGTH)
+    except ValueError:
+        return DEFAULT_MAX_MAP_LENGTH
+
+
+def matrix_size(entry: WorkloadEntry) -> int:
+    """Combinations of a workload's matrix before ``exclude`` rules (1 without a matrix)."""
+    n = 1
+    for values in entry.matrix.values():
+        n *= len(values)
+    return n
+
 
 def _fmt(value: Scalar) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -34,7 +71,14 @@ def variant_label(workload: str, factors: dict[str, Scalar]) -> str:
 
 
 def combinations(entry: WorkloadEntry) -> list[dict[str, Scalar]]:
-    """The factor combinations of one workload after ``exclude`` (matrix order)."""
+    """The factor combinations of one workload after ``exclude`` (matrix order).
+
+    Raises:
+        PlanError: the matrix has more than :data:`MAX_MATRIX_COMBINATIONS` combinations.
+    """
+    if matrix_size(entry) > MAX_MATRIX_COMBINATIONS:
+        raise PlanError("<plan>", None, f"{entry.name}.matrix",
+                        f"the matrix has {matrix_size(entry)} combinations, more than {MAX_MATRIX_COMBINATIONS}")
     keys = list(entry.matrix)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(entry.matrix[k] for k in keys))]
     return [c for c in combos if not any(all(c.get(k) == v for k, v in rule.items()) for rule in entry.exclude)]
@@ -62,6 +106,10 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
     from gcbench.workloads import defaults_for
 
     for i, w in enumerate(plan.workloads):
+        if matrix_size(w) > MAX_MATRIX_COMBINATIONS:
+            raise PlanError(source, lines.get(("workloads", i, "matrix"), lines.get(("workloads", i))),
+                            f"workloads[{i}].matrix", f"the matrix multiplies out to {matrix_size(w)} combinations, "
+                            f"more than {MAX_MATRIX_COMBINATIONS}: split it into several workloads or plans")
         combos = combinations(w)
         if not combos:
             field = f"workloads[{i}].exclude" if w.exclude else f"workloads[{i}].matrix"
@@ -84,10 +132,11 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
                 raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus",
                                 f"needs {gpus} GPUs but the plan lists devices {plan.devices}")
     n = sum(len(combinations(w)) * (w.repetitions or plan.repetitions) for w in plan.workloads)
-    if n > DEFAULT_MAX_MAP_LENGTH:
+    limit = max_map_length()
+    if n > limit:
         raise PlanError(source, lines.get(("repetitions",)), "repetitions",
                         f"the plan expands to {n} trials, more than Airflow's max_map_length "
-                        f"({DEFAULT_MAX_MAP_LENGTH}); split it into several plans or lower repetitions")
+                        f"({limit}); split it into several plans or lower repetitions")
 
 
 def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[str] | None = None) -> list[TrialSpec]:
@@ -99,7 +148,9 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
         only_variants: keep only these variant labels (None or empty: all).
 
     Raises:
-        PlanError: an unknown variant label is asked for.
+        PlanError: an unknown variant label is asked for, or the run would have more
+            trials than Airflow's ``max_map_length`` (:func:`max_map_length`; the
+            trigger form's repetitions can raise the count past what the plan passed).
     """
     wanted = set(only_variants or [])
     unknown = wanted - set(variants(plan))
@@ -129,6 +180,11 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
                     energy=plan.energy,
                 )
                 specs.append(spec.with_id())
+    limit = max_map_length()
+    if len(specs) > limit:
+        raise PlanError(plan.name, None, "params.repetitions" if repetitions else "repetitions",
+                        f"this run would have {len(specs)} trials, more than Airflow's max_map_length ({limit}); "
+                        "lower repetitions, pick fewer variants, or raise [core] max_map_length")
     if plan.order == "randomized":
         random.Random(plan.seed).shuffle(specs)
     return [s.model_copy(update={"order": i}) for i, s in enumerate(specs)]

@@ -2,11 +2,18 @@
 
 Only ``yaml.SafeLoader`` is used: tags such as ``!!python/object`` are refused. The
 YAML node tree is walked once to record the line of every field (and to refuse
-duplicate keys, which ``yaml.safe_load`` would silently merge), then pydantic
-validates the data; its first error is mapped back to the line of the field.
+duplicate keys, which ``yaml.safe_load`` would silently merge), then every value is
+checked to be a plain JSON value (text, finite number, boolean, null, list, mapping
+with text keys), then pydantic validates the data; its first error is mapped back to
+the line of the field.
+
+Whatever the input, :func:`plan_from_text` raises :class:`PlanError` and nothing else
+(``tests/reliability/test_bad_input.py`` feeds it random YAML to hold it to that).
 """
 
 from __future__ import annotations
+
+import math
 
 from pathlib import Path
 from typing import Any
@@ -68,6 +75,36 @@ def _line_for(loc: PathKey, lines: dict[PathKey, int]) -> int | None:
     return None
 
 
+def check_json_values(data: Any, lines: dict[PathKey, int], source: str, path: PathKey = ()) -> None:
+    """Refuse plan values that are not plain JSON values.
+
+    A plan becomes trial specs, JSON files and hashed trial ids; a value that JSON
+    cannot carry unchanged would give a trial another spec than the one its id was
+    computed from. Refused: NaN and infinities (``.nan``, ``.inf``), and what YAML's
+    other tags construct (``!!binary`` bytes, dates and timestamps, ``!!set``),
+    and mapping keys that are not text (``1:``, ``yes:``, ``null:``).
+
+    Raises:
+        PlanError: naming the field and its line, and how to write the value instead.
+    """
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise PlanError(source, _line_for(path, lines), format_path(path),
+                                f"mapping key {key!r} is a {type(key).__name__} in YAML, not text; quote it")
+            check_json_values(value, lines, source, path + (key,))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            check_json_values(value, lines, source, path + (i,))
+    elif isinstance(data, float):
+        if not math.isfinite(data):
+            raise PlanError(source, _line_for(path, lines), format_path(path),
+                            f"{data!r} is not allowed: plan numbers must be finite")
+    elif not isinstance(data, (str, int, bool, type(None))):
+        raise PlanError(source, _line_for(path, lines), format_path(path),
+                        f"a YAML {type(data).__name__} value is not allowed in a plan; quote it to make it text")
+
+
 def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[PathKey, int]]:
     """Parse YAML text safely; returns (data, {field path: line}).
 
@@ -121,6 +158,7 @@ def plan_from_text(text: str, source: str = "<string>") -> Plan:
     data, lines = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise PlanError(source, 1, "", f"a plan must be a YAML mapping, got {type(data).__name__}")
+    check_json_values(data, lines, source)
     workloads = data.get("workloads")
     if isinstance(workloads, list):
         seen: dict[Any, int] = {}
