@@ -6,6 +6,13 @@ tests of the pipeline. It never imports torch.
 Settings:
     tick_s (float, default 0.01): length of one sleep step when the window is given
         in seconds; the window then holds ceil(window_s / tick_s) sleeps.
+    note (str, default ""): free text returned unchanged as the count ``note`` (and so
+        stored as a text metric); labels a variant, and lets tests prove that plan
+        values reach the trial verbatim, never through a shell.
+    kill_self_after_s (float or null, default null): FAULT INJECTION, for reliability
+        tests only. When set, the trial process SIGKILLs itself this many seconds after
+        its main window opened (like an OOM kill or a lost node): no result.json, the
+        samples streamed so far, the runner sees exit status -9. Null: never.
 
 Window:
     in steps: N trivial steps (an integer addition each), no sleep;
@@ -19,13 +26,15 @@ Returns:
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, settings
 from gcbench.workloads._loop import run_steps
 
-DEFAULTS = {"tick_s": 0.01}
+DEFAULTS = {"tick_s": 0.01, "note": "", "kill_self_after_s": None}
 
 
 def run(spec: TrialSpec, ctx: TrialContext) -> dict:
@@ -34,9 +43,21 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     tick_s = float(cfg["tick_s"])
     if tick_s <= 0:
         raise ValueError(f"noop setting tick_s must be > 0, got {tick_s}")
+    note = cfg["note"]
+    if not isinstance(note, str):
+        raise ValueError(f"noop setting note must be text, got {note!r}")
+    kill_after_s = cfg["kill_self_after_s"]
+    if kill_after_s is not None and (isinstance(kill_after_s, bool) or not isinstance(kill_after_s, (int, float))
+                                     or kill_after_s < 0):
+        raise ValueError(f"noop setting kill_self_after_s must be a number >= 0 or null, got {kill_after_s!r}")
     acc = [0]
+    window_opened = [None]
 
     def step(i: int) -> None:
+        if kill_after_s is not None and window_opened[0] is not None and \
+                time.monotonic() - window_opened[0] >= kill_after_s:
+            ctx.log(f"fault injection: kill_self_after_s={kill_after_s}: SIGKILL to pid {os.getpid()}")
+            os.kill(os.getpid(), signal.SIGKILL)
         if seconds_mode:
             time.sleep(tick_s)
         else:
@@ -46,9 +67,13 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     run_steps(spec.warmup, step, default_steps=0)
     seconds_mode = spec.window.seconds is not None
     with ctx.window():
+        window_opened[0] = time.monotonic()
         steps = run_steps(spec.window, step, default_steps=1)
-    return {
+    out = {
         "steps": steps,
         "window_mode": "seconds" if seconds_mode else "steps",
         "device_kind": "cpu",
     }
+    if note:
+        out["note"] = note
+    return out
