@@ -92,10 +92,14 @@ def run_local(spec: TrialSpec, outdir: Path, timeout_s: float, python: str | Non
     says so); only a process that cannot be started raises.
 
     Raises:
-        OSError: the interpreter cannot be started (an infrastructure failure,
-            retried by Airflow).
+        TrialError: OUTDIR is read-only, full or nearly full (checked before the trial
+            starts; an infrastructure failure, retried by Airflow).
+        OSError: the interpreter cannot be started (likewise retried).
     """
+    from gcbench.trial import check_writable
+
     outdir = Path(outdir)
+    check_writable(outdir)
     spec_path = write_spec(spec, outdir)
     started = time.monotonic()
     timed_out = False
