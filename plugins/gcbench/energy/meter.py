@@ -22,7 +22,8 @@ each window's energy is computed:
 
 Traps it avoids: the 1-s averaging of NVML's power reading (the counter is primary),
 the counter's 100 ms granularity (edge correction; windows under 10 update periods are
-flagged ``window_too_short`` but still reported), windows aligned with the sensor's
+flagged ``window_too_short`` but still reported), another process on the GPU during a
+window (NVML's process list, flagged ``foreign_process``), windows aligned with the sensor's
 averaging (seeded start jitter), ``CUDA_VISIBLE_DEVICES`` remapping (UUID/PCI mapping,
 MIG refused) -- all resolved at :meth:`start`, with errors that say how to fix them.
 
@@ -59,6 +60,8 @@ from gcbench.energy.base import DeviceEnergy, EnergyResult
 from gcbench.errors import MeasurementError
 
 IDLE_KEY = "__idle_baseline__"
+PROCESS_CHECK_S = 0.5
+"""Seconds between two listings of the GPUs' processes during a window (NVML)."""
 SIM_IDLE_W = 60.0
 SIM_BUSY_W = 300.0
 
@@ -374,6 +377,7 @@ class Meter:
             "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains)),
             "smi_roles": self._smi_roles, "nvidia_smi": getattr(self, "_nvidia_smi", None),
             "sim": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w},
+            "trial_pid": os.getpid(), "process_check_s": PROCESS_CHECK_S,
         }
         self.samples_path.parent.mkdir(parents=True, exist_ok=True)
         pkg_root = str(Path(__file__).resolve().parents[2])
@@ -556,9 +560,14 @@ class Meter:
                     cpu.append(c)
                 if any(c.energy_j is None for c in cpu):
                     cpu_reason = "; ".join(f"{c.device}: {c.reason}" for c in cpu if c.energy_j is None)
+            labels = {g["label"] for g in self.gpus}
             for ev in self.events:
                 if ev.get("event") == "rapl_wrap_unknown" and a <= ev.get("t_s", -1) <= b + 1.0:
                     flags.append("rapl_wrap_unknown")
+                # checked at both edges and during the window; the end check runs a few ms after b
+                if ev.get("event") == "foreign_process" and ev.get("device") in labels and \
+                        a <= ev.get("t_s", -1) <= b + 0.1:
+                    flags.append("foreign_process")
             if key in not_ended:
                 flags.append("window_not_ended")
             gpu_j = sum(d.energy_j for d in devs) if devs and all(d.energy_j is not None for d in devs) else None
@@ -581,6 +590,13 @@ class Meter:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _process_check_status(self) -> str:
+        """How foreign processes on the GPUs were looked for (for the report)."""
+        if self.backend != "nvml":
+            return f"not checked: the {self.backend} backend cannot list GPU processes"
+        notes = [f"{e['status']}: {e['reason']}" for e in self.events if e.get("event") == "process_check"]
+        return "; ".join(notes) if notes else f"NVML process list every {PROCESS_CHECK_S:g} s and at window edges"
+
     def environment(self) -> dict:
         """Facts of the measurement: backend, GPUs (name, UUID, PCI, power limits),
         driver and NVML versions, methods, RAPL domains, cool-down, idle baseline."""
@@ -592,7 +608,8 @@ class Meter:
                "methods": {g["label"]: ("simulated" if self.backend == "simulated" else
                                         "nvml-counter-edge-corrected" if g.get("has_counter") and self.backend == "nvml"
                                         else f"{self.backend}-power-integration") for g in self.gpus},
-               "sampler_events": self.events or None, "sampler_stats": self.sampler_stats}
+               "sampler_events": self.events or None, "sampler_stats": self.sampler_stats,
+               "foreign_process_check": self._process_check_status()}
         env.update(self._env_facts)
         if self._rapl is not None:
             env["rapl"] = {"domains": [d.label for d in self._rapl.domains], "reason": self._rapl.reason,

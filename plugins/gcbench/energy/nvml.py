@@ -13,6 +13,10 @@ ARCHITECTURE.md:
   ``CUDA_VISIBLE_DEVICES`` entry is matched by UUID (``GPU-...``) or, for an integer,
   by the PCI bus id of the GPU at that place in PCI order.
 * NVML energy is per physical GPU: a MIG instance cannot be measured.
+* ``nvmlDeviceGetComputeRunningProcesses`` / ``nvmlDeviceGetGraphicsRunningProcesses``
+  list the processes holding a context on a GPU (PIDs). The sampler reads them during
+  every window; a PID outside the trial's process tree makes the window
+  ``foreign_process`` (:func:`classify_gpu_processes`), which invalidates the trial.
 
 ``pynvml`` (package ``nvidia-ml-py``) is imported lazily; tests mock it at this
 boundary only.
@@ -20,9 +24,13 @@ boundary only.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 from gcbench.errors import MeasurementError
+
+INIT_PID_NAMESPACE_INODE = 0xEFFFFFFC
+"""Inode of the host's (initial) PID namespace, fixed by the kernel (PROC_PID_INIT_INO)."""
 
 
 def load():
@@ -228,6 +236,23 @@ class NvmlReader:
                     pass
         return row
 
+    def processes(self, i: int) -> set[int] | None:
+        """PIDs holding a compute or graphics context on GPU ``i``; None when NVML cannot
+        say (not supported, no permission): unknown, never "no process"."""
+        nv, h = self.nv, self.handles[i]
+        pids: set[int] = set()
+        known = False
+        for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            fn = getattr(nv, name, None)
+            if fn is None:
+                continue
+            try:
+                pids.update(int(p.pid) for p in fn(h))
+                known = True
+            except nv.NVMLError:
+                pass
+        return pids if known else None
+
     def temperature_c(self, i: int) -> float | None:
         try:
             return float(self.nv.nvmlDeviceGetTemperature(self.handles[i], self.nv.NVML_TEMPERATURE_GPU))
@@ -256,3 +281,81 @@ def environment(pynvml, gpus: list[GpuInfo]) -> dict:
         d["min_limit_w"], d["max_limit_w"] = (cons[0] / 1e3, cons[1] / 1e3) if cons else (None, None)
         env["gpus"].append(d)
     return env
+
+
+# ----------------------------------------------------------------------------- foreign processes
+
+
+def _read_stat(pid: int, proc: str = "/proc") -> tuple[int, str] | None:
+    """(parent PID, command name) of a process from ``/proc/<pid>/stat``; None if gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            raw = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    head, _, rest = raw.rpartition(")")
+    fields = rest.split()
+    if len(fields) < 2:
+        return None
+    return int(fields[1]), head.partition("(")[2]
+
+
+def process_tree(root_pid: int, proc: str = "/proc") -> set[int]:
+    """``root_pid`` and all its descendants now alive (one scan of /proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return {root_pid}
+    for entry in entries:
+        if entry.isdigit():
+            st = _read_stat(int(entry), proc)
+            if st is not None:
+                children.setdefault(st[0], []).append(int(entry))
+    tree, todo = {root_pid}, [root_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return tree
+
+
+def in_host_pid_namespace() -> bool | None:
+    """True when this process sees the host's PIDs (as NVML reports them); None: unknown."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino == INIT_PID_NAMESPACE_INODE
+    except OSError:
+        return None
+
+
+def classify_gpu_processes(pids: set[int], trial_pid: int, proc: str = "/proc",
+                           tree: set[int] | None = None) -> tuple[dict[int, str], set[int]]:
+    """Sort the PIDs NVML lists on a GPU into the trial's and the others.
+
+    Args:
+        pids: from :meth:`NvmlReader.processes`.
+        trial_pid: the trial process; it and its descendants (sampler, DataLoader and
+            DDP workers, torchrun children) are the trial's.
+        tree: the trial's process tree if already scanned.
+
+    Returns:
+        (foreign, unattributable): ``{pid: command name}`` of live processes outside
+        the trial's tree, and the PIDs not alive in this PID namespace. The latter are
+        a process that just ended, or, inside a container with its own PID namespace,
+        a host PID that cannot be matched (the docker runner records that the check is
+        then limited); they do not invalidate a trial on their own.
+    """
+    tree = tree if tree is not None else process_tree(trial_pid, proc)
+    foreign: dict[int, str] = {}
+    unattributable: set[int] = set()
+    for pid in pids:
+        if pid in tree:
+            continue
+        st = _read_stat(pid, proc)
+        if st is None:
+            unattributable.add(pid)
+        else:
+            foreign[pid] = st[1]
+    return foreign, unattributable

@@ -18,6 +18,14 @@ costs ~4 ms on an H200), and in a *burst* after each window edge and at stop: ev
 correction (see :mod:`gcbench.energy.integrate`). RAPL at least as often as
 :func:`gcbench.energy.rapl.max_poll_interval_s`. Rows are flushed to samples.csv at
 least every ``flush_s`` (0.5 s), so a killed trial keeps what was sampled.
+
+Foreign processes (NVML only): while a window is open, at its edges and every
+``process_check_s`` (0.5 s), the GPUs' running processes are listed; a live PID
+outside the trial's process tree (``trial_pid`` and its descendants) is reported once
+per window as ``{"event": "foreign_process", "device", "pid", "name", "t_s"}``, and the
+Meter flags the window ``foreign_process``. ``{"event": "process_check", ...}`` says
+when the check could not run or was limited (no NVML support, a container's own PID
+namespace), so "no foreign process" is never claimed where it was not checked.
 """
 
 from __future__ import annotations
@@ -125,6 +133,22 @@ class Sampler:
             self.rapl.append((d["label"], Path(d["path"]) / "energy_uj", RaplCounter(d.get("max_energy_range_uj"))))
         self.rapl_dt = float(cfg.get("rapl_interval_s", 0.1))
         self.rapl_last_t: float | None = None
+        self.trial_pid = cfg.get("trial_pid")
+        self.process_dt = float(cfg.get("process_check_s", 0.5))
+        self.check_processes = self.backend == "nvml" and self.trial_pid is not None and self.process_dt > 0
+        self.open_windows = 0
+        self.window_gen = 0
+        self.process_due = False
+        self.process_notes: set[str] = set()
+        self.foreign_seen: set[tuple[str, int, int]] = set()
+        self.trial_tree: set[int] = set()
+        if self.check_processes:
+            from gcbench.energy import nvml as _nvml
+
+            if _nvml.in_host_pid_namespace() is False:
+                self._process_note("limited", "the trial runs in its own PID namespace (a container): NVML's host "
+                                   "PIDs of other processes may not be visible; run the container with the "
+                                   "host's PID namespace for a complete check")
 
     def now(self) -> float:
         return self.clock() - self.origin
@@ -139,6 +163,12 @@ class Sampler:
             for s in self.sims:
                 s.mark(t, 1 if parts[0] == "begin" else -1)
             self.start_burst()
+            if parts[0] == "begin":
+                self.open_windows += 1
+                self.window_gen += 1
+            else:
+                self.open_windows = max(0, self.open_windows - 1)
+            self.process_due = self.check_processes
         elif parts[0] == "burst":
             self.start_burst()
         elif parts[0] == "stop":
@@ -177,6 +207,34 @@ class Sampler:
             b = self.bursts.get(i)
             if b is not None and (b["left"] <= 0 or t > b["until"]):
                 del self.bursts[i]
+
+    def _process_note(self, status: str, reason: str) -> None:
+        if status not in self.process_notes and self.events < MAX_EVENTS:
+            self.process_notes.add(status)
+            self.events += 1
+            _emit({"event": "process_check", "status": status, "reason": reason})
+
+    def read_processes(self) -> None:
+        """List each GPU's processes; report live ones outside the trial's tree."""
+        from gcbench.energy import nvml
+
+        t = self.now()
+        for i, g in enumerate(self.gpus):
+            pids = self.reader.processes(i)
+            if pids is None:
+                self._process_note("unavailable", f"{g['label']}: NVML cannot list the GPU's processes")
+                continue
+            if pids <= self.trial_tree:
+                continue
+            self.trial_tree = nvml.process_tree(int(self.trial_pid))
+            foreign, _gone = nvml.classify_gpu_processes(pids, int(self.trial_pid), tree=self.trial_tree)
+            for pid, name in sorted(foreign.items()):
+                key = (g["label"], pid, self.window_gen)
+                if key in self.foreign_seen or self.events >= MAX_EVENTS:
+                    continue
+                self.foreign_seen.add(key)
+                self.events += 1
+                _emit({"event": "foreign_process", "device": g["label"], "pid": pid, "name": name, "t_s": t})
 
     def read_rapl(self) -> None:
         t = self.now()
@@ -224,6 +282,7 @@ class Sampler:
     def run(self, fd: int | None = 0) -> int:
         t = self.now()
         next_power, next_counter, next_rapl, next_flush = t, t, t, t + self.flush_dt
+        next_process = t
         buf = b""
         smi_fd = self.smi.stdout.fileno() if self.smi else None
         gpu_polled = self.backend in ("nvml", "simulated")
@@ -237,6 +296,8 @@ class Sampler:
                     wakes.append(t + self.burst_dt)
             if self.rapl:
                 wakes.append(next_rapl)
+            if self.check_processes and (self.open_windows or self.process_due):
+                wakes.append(t if self.process_due else next_process)
             if self.stopping and not self.bursts:
                 break
             timeout = max(0.0, min(wakes) - t)
@@ -273,6 +334,10 @@ class Sampler:
             if self.rapl and t >= next_rapl:
                 self.read_rapl()
                 next_rapl = max(next_rapl + self.rapl_dt, t)
+            if self.check_processes and (self.process_due or (self.open_windows and t >= next_process)):
+                self.process_due = False
+                self.read_processes()
+                next_process = t + self.process_dt
             if t >= next_flush:
                 self.writer.flush()
                 next_flush = t + self.flush_dt
