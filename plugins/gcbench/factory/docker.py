@@ -17,7 +17,10 @@ The container runs the same entry point as the local runner,
   runner does: NVML inside the container then numbers the GPUs as the host does, so the
   meter measures the trial's own GPUs by their host index (a container given only its
   GPUs would renumber them from 0). Two trials never share a GPU because of the
-  per-GPU Airflow pools, as with the local runner;
+  per-GPU Airflow pools, as with the local runner. On an engine without GPUs (no
+  NVIDIA container toolkit, e.g. CI) ``GCBENCH_DOCKER_GPUS=none`` requests none: the
+  trial then finds no GPU and measures the simulated device, as the local runner does
+  on such a machine;
 * no network (``network_mode="none"``), and the container removed whatever happens
   (``auto_remove="force"``; on SIGTERM of the task and at ``execution_timeout`` the
   container is stopped and removed, see :func:`run_docker`).
@@ -55,6 +58,11 @@ STOP_TIMEOUT_S = 10
 def docker_url() -> str:
     """The engine address: ``DOCKER_HOST`` or the local socket."""
     return os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_URL
+
+
+def engine_has_gpus() -> bool:
+    """Whether trial containers request the host's GPUs (``GCBENCH_DOCKER_GPUS``, default ``all``)."""
+    return os.environ.get("GCBENCH_DOCKER_GPUS", "all").strip().lower() not in ("none", "0", "no", "false")
 
 
 def needs_power_cap(spec: TrialSpec) -> bool:
@@ -143,7 +151,7 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
         kwargs["mounts"].append(Mount(target=CONTAINER_DATA_DIR, source=str(Path(data_dir).resolve()), type="bind",
                                       read_only=True))
         kwargs["environment"]["GCBENCH_DATA_DIR"] = CONTAINER_DATA_DIR
-    if spec.devices:
+    if spec.devices and engine_has_gpus():
         kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
     if needs_power_cap(spec):
         kwargs["cap_add"] = ["SYS_ADMIN"]
@@ -157,9 +165,10 @@ class TrialContainerKilled(TrialError):
 def _write_log(outdir: Path, lines: Any) -> None:
     if not lines:
         return
-    text = "".join(line.decode(errors="replace") if isinstance(line, bytes) else str(line) for line in lines)
-    if text and not text.endswith("\n"):
-        text += "\n"
+    if isinstance(lines, (str, bytes)):
+        lines = [lines]
+    text = "".join((line.decode(errors="replace") if isinstance(line, bytes) else str(line)).rstrip("\n") + "\n"
+                   for line in lines)
     with open(outdir / "runner.log", "a", encoding="utf-8") as f:
         f.write(text)
 

@@ -1,0 +1,74 @@
+# The trial image: runs `python -m gcbench.trial SPEC.json OUTDIR` (gcbench/factory/docker.py).
+#
+# Build context: the repository root (.dockerignore keeps it to pyproject.toml,
+# plugins/ and images/local/).
+#
+#   docker build -f images/trial.Dockerfile -t gcbench/trial:latest .
+#
+# By default the base is a CUDA PyTorch image, which brings torch; gcbench is installed
+# without its dependencies (Airflow, pandas, ... are the orchestrator's, not the trial's)
+# plus the few packages the trial entry point imports.
+#
+# BASE_IMAGE is a build argument so the same file builds where no registry is
+# reachable, on a Debian image made with debootstrap + `docker import` (see
+# scripts/test_docker.sh). There python3 comes from Debian, a virtual environment is
+# made in /opt/gcbench, and torch comes from a wheel placed in images/local/ (ignored by
+# git), named by TORCH_WHEEL:
+#   cp /opt/wheels/torch-2.13.0+cpu-*.whl images/local/
+#   docker build --network host --build-arg BASE_IMAGE=gcbench/debian:bookworm \
+#       --build-arg TORCH_WHEEL=torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl \
+#       -f images/trial.Dockerfile -t gcbench/trial:latest .
+# The build never downloads torch: without torch in the base or a TORCH_WHEEL it fails.
+# A CA bundle placed at images/local/ca-certificates.crt is used for pip and apt
+# (machines behind a TLS-inspecting proxy).
+ARG BASE_IMAGE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+FROM ${BASE_IMAGE}
+
+ARG TORCH_WHEEL=
+COPY images/local/ /tmp/gcbench-local/
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
+
+RUN set -eu; \
+    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    fi; \
+    if ! command -v python >/dev/null 2>&1 || ! python -m pip --version >/dev/null 2>&1; then \
+        apt-get update; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv ca-certificates; \
+        rm -rf /var/lib/apt/lists/*; \
+        python3 -m venv /opt/gcbench; \
+    fi
+
+# Debian base: the venv first on PATH; a CUDA PyTorch base keeps its own python.
+ENV PATH=/opt/gcbench/bin:${PATH}
+
+RUN set -eu; \
+    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    fi; \
+    if [ -n "${TORCH_WHEEL}" ]; then \
+        python -m pip install "/tmp/gcbench-local/${TORCH_WHEEL}"; \
+    fi; \
+    python -c "import torch" 2>/dev/null || { \
+        echo "torch is neither in BASE_IMAGE nor given as TORCH_WHEEL (a wheel in images/local/); refusing to download it" >&2; \
+        exit 1; }; \
+    python -m pip install "numpy>=1.26" "pydantic>=2.6,<3" "pyyaml>=6" "psutil>=5.9" "nvidia-ml-py>=12.535"
+
+COPY pyproject.toml README.m[d] /tmp/gcbench-src/
+COPY plugins/gcbench /tmp/gcbench-src/plugins/gcbench
+RUN set -eu; \
+    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    fi; \
+    cd /tmp/gcbench-src; \
+    [ -f README.md ] || echo "GC-Bench trial image" > README.md; \
+    python -m pip install --no-deps . ; \
+    cd /; rm -rf /tmp/gcbench-src /tmp/gcbench-local; \
+    python -c "import gcbench.trial, gcbench.energy.meter, gcbench.workloads, torch, numpy, pydantic, yaml, psutil, pynvml; print('gcbench trial image: torch', torch.__version__)"
+
+# The runner starts the container as the calling user (uid:gid of the Airflow worker),
+# so the trial folder it writes stays the worker's; HOME and caches must be writable by
+# any uid.
+ENV HOME=/tmp PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /tmp
+CMD ["python", "-m", "gcbench.trial", "--help"]
