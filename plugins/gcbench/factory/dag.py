@@ -365,8 +365,6 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
         StoreError: the database failed; the task is retried and, once the server is
             back, every sample is stored exactly once.
     """
-    import json
-
     from gcbench.spec import TrialSpec
     from gcbench.store import db, ingest
 
@@ -377,8 +375,7 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
             outdir = Path(item["outdir"])
-            runner_file = outdir / "runner.json"
-            exit_code = json.loads(runner_file.read_text())["exit_code"] if runner_file.exists() else None
+            exit_code = ingest.runner_exit_code(outdir)
             spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
                                            carbon=plan.carbon.model_dump(mode="json"))

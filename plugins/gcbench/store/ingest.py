@@ -9,6 +9,14 @@ of one DAG run serialize per trial on an advisory lock.
 A trial whose process died leaves no result.json: it is stored as ``failed`` with
 the tail of its log, and the samples written so far are kept and marked partial;
 no metric is stored for it.
+
+Files are judged, never trusted: a result.json that is truncated, not JSON, of
+another plan or trial, of the wrong shape, or holding values PostgreSQL cannot store
+(NUL characters, lone surrogates, non-finite or out-of-range numbers) is refused with
+the reason and the trial stored as ``failed``; sample rows the server could not take
+are dropped and counted; a samples file with a foreign header is refused. Only an
+unreachable or failing *database* raises (:class:`StoreError`, retried): no file
+content can make ``collect`` fail again on every retry.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,6 +37,11 @@ from gcbench.spec import TrialSpec
 LOG_TAIL_BYTES = 4000
 
 _NUMERIC_COLUMNS = ("t_s", "power_w", "power_instant_w", "energy_j", "temperature_c", "sm_clock_mhz", "clocks_event_reasons")
+_INTEGER_COLUMNS = ("clocks_event_reasons",)
+_REQUIRED_COLUMNS = ("t_s", "device", "source")
+_FLOAT_RE = re.compile(rb"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_INT_RE = re.compile(rb"^[-+]?\d{1,19}$")
+_TEXT_BAD = re.compile(rb'[\x00-\x1f"\\\x7f]')
 
 
 @dataclass
@@ -81,8 +95,11 @@ class SampleStream(io.RawIOBase):
     """A file-like stream of samples.csv rows prefixed with the trial's key, for COPY.
 
     Reads line by line (memory bounded by one line). The header must match
-    :data:`SAMPLE_COLUMNS`; rows with the wrong number of fields or a non-numeric
-    value (a row cut short by a killed trial) are dropped and counted.
+    :data:`SAMPLE_COLUMNS`; a row is dropped and counted unless the server is sure to
+    take it: the right number of fields, ``t_s``, ``device`` and ``source`` present,
+    numbers in PostgreSQL's syntax, finite and in range (an integer in
+    ``clocks_event_reasons``), text fields valid UTF-8 without quotes, backslashes or
+    control characters. A row cut short by a killed trial is one such row.
     """
 
     def __init__(self, path: Path, trial_pk: int):
@@ -104,14 +121,28 @@ class SampleStream(io.RawIOBase):
         if len(fields) != self._n_fields:
             return False
         for idx, col in enumerate(SAMPLE_COLUMNS):
-            if col in _NUMERIC_COLUMNS and fields[idx]:
+            field = fields[idx]
+            if not field:
+                if col in _REQUIRED_COLUMNS:
+                    return False
+            elif col in _INTEGER_COLUMNS:
+                if not _INT_RE.match(field) or not -(1 << 63) <= int(field) < (1 << 63):
+                    return False
+            elif col in _NUMERIC_COLUMNS:
+                if not _FLOAT_RE.match(field):
+                    return False
+                value = float(field)
+                # the server refuses what overflows, and what underflows to zero (1e-400)
+                if not math.isfinite(value) or (value == 0.0 and _FLOAT_RE.match(field).group(1).strip(b"0.")):
+                    return False
+            else:
+                if _TEXT_BAD.search(field):
+                    return False
                 try:
-                    value = float(fields[idx])
-                except ValueError:
+                    field.decode("utf-8")
+                except UnicodeDecodeError:
                     return False
-                if not math.isfinite(value):
-                    return False
-        return bool(fields[0]) and bool(fields[1])
+        return True
 
     def _lines(self) -> Iterator[bytes]:
         for line in self._f:
@@ -240,7 +271,8 @@ def copy_samples(cur, path: Path, trial_pk: int) -> tuple[int, int]:
         dropped = cur.rowcount
         cur.execute("RELEASE SAVEPOINT gcbench_copy")
         return copied - dropped, dropped
-    except (psycopg2.DataError, psycopg2.errors.BadCopyFileFormat, psycopg2.errors.InvalidTextRepresentation):
+    except (psycopg2.DataError, psycopg2.IntegrityError, psycopg2.errors.BadCopyFileFormat,
+            psycopg2.errors.InvalidTextRepresentation):
         cur.execute("ROLLBACK TO SAVEPOINT gcbench_copy")
     finally:
         stream.close()
@@ -323,7 +355,83 @@ def _load_result(outdir: Path, spec: TrialSpec) -> tuple[dict | None, str | None
         return None, f"result.json refused: truncated, missing {', '.join(missing)}"
     if result["status"] not in ("ok", "failed", "skipped"):
         return None, f"result.json refused: unknown status {result['status']!r}"
+    problem = _result_problem(result)
+    if problem:
+        return None, f"result.json refused: {problem}"
     return result, None
+
+
+_RESULT_SHAPE: dict[tuple[str, ...], tuple[type, ...]] = {
+    ("metrics",): (dict,), ("energy",): (dict,), ("energy", "main"): (dict,),
+    ("energy", "main", "gpu"): (list,), ("energy", "main", "cpu"): (list,), ("energy", "main", "flags"): (list,),
+    ("energy", "main", "cpu_reason"): (str,), ("windows",): (dict,), ("measurement",): (dict,),
+    ("exit_code",): (int,), ("error",): (str,), ("started_at",): (str,), ("finished_at",): (str,),
+}
+"""Fields of result.json that ``collect`` reads, with the JSON types they must have (or null)."""
+
+
+def _result_problem(result: dict) -> str | None:
+    """Why a parsed result.json cannot be stored as it is, or None.
+
+    Checks the shape of the fields ``collect`` reads (:data:`_RESULT_SHAPE`), then
+    every value: strings PostgreSQL can hold (no NUL, no lone surrogate), finite
+    numbers, integers a float can hold, and an exit status and timestamps the
+    columns accept.
+    """
+    from datetime import datetime
+
+    for path, types in _RESULT_SHAPE.items():
+        value: Any = result
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None and (not isinstance(value, types) or (int in types and isinstance(value, bool))):
+            return f"{'.'.join(path)} is {type(value).__name__}, expected {types[0].__name__}"
+    main = (result.get("energy") or {}).get("main") or {}
+    for key in ("gpu", "cpu"):
+        if any(not isinstance(d, dict) for d in main.get(key) or []):
+            return f"energy.main.{key} holds a non-object"
+    if any(not isinstance(f, str) for f in main.get("flags") or []):
+        return "energy.main.flags holds a non-string"
+    code = result.get("exit_code")
+    if code is not None and not -(1 << 31) <= code < (1 << 31):
+        return f"exit_code {code} out of range"
+    for key in ("started_at", "finished_at"):
+        if result.get(key) is not None:
+            try:
+                datetime.fromisoformat(result[key])
+            except ValueError:
+                return f"{key} {result[key][:40]!r} is not an ISO 8601 time"
+    todo: list[tuple[str, Any]] = [("", result)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, dict):
+            todo.extend((f"{where}.{k}" if where else k, v) for k, v in value.items())
+            todo.extend((f"{where} key", k) for k in value)
+        elif isinstance(value, list):
+            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            if "\x00" in value:
+                return f"{where} holds a NUL character"
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{where} holds a lone surrogate (not UTF-8)"
+        elif isinstance(value, float) and not math.isfinite(value):
+            return f"{where} is {value} (not a finite number)"
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 1000:
+            return f"{where} is an integer too large to store"
+    return None
+
+
+def runner_exit_code(outdir: Path) -> int | None:
+    """The trial's exit status as the runner saw it (runner.json), None when the file
+    is missing or unreadable (a runner killed while writing it is not a reason to stop
+    collecting)."""
+    try:
+        code = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8")).get("exit_code")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return code if isinstance(code, int) and not isinstance(code, bool) and -(1 << 31) <= code < (1 << 31) else None
 
 
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
@@ -338,7 +446,7 @@ def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict
 
 
 def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
-                  carbon: dict[str, Any] | None = None) -> CollectOutcome:
+                  carbon: dict[str, Any] | None = None, _refused: str | None = None) -> CollectOutcome:
     """Store one trial folder in one transaction; see the module docstring.
 
     Args:
@@ -351,12 +459,14 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
 
     Raises:
         StoreError: the database failed (the transaction is rolled back; nothing
-            half-stored remains and a retry stores everything once).
+            half-stored remains and a retry stores everything once). Content the
+            server refuses (a value the checks above missed) is not raised: the
+            trial is stored as failed, without its files, with the server's reason.
     """
     import psycopg2
     import psycopg2.extras
 
-    result, refusal = _load_result(outdir, spec)
+    result, refusal = _load_result(outdir, spec) if _refused is None else (None, _refused)
     samples_path = outdir / "samples.csv"
     if result is None:
         if refusal is None and not outdir.exists():
@@ -412,8 +522,13 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
                 cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
                 cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
             n_samples = dropped = 0
-            if samples_path.exists():
-                n_samples, dropped = copy_samples(cur, samples_path, trial_pk)
+            if samples_path.exists() and _refused is None:
+                try:
+                    n_samples, dropped = copy_samples(cur, samples_path, trial_pk)
+                except TrialError as exc:  # a foreign or empty samples file: the trial is kept, its samples refused
+                    error = f"{error}; samples refused: {exc}" if error else f"samples refused: {exc}"
+                    cur.execute("UPDATE trials SET error = %s, samples_partial = true WHERE id = %s", (error, trial_pk))
+                    partial = True
             cur.execute("UPDATE trials SET samples_count = %s WHERE id = %s", (n_samples, trial_pk))
             rows = []
             for name, value in sorted(metrics.items()):
@@ -426,6 +541,13 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
                 psycopg2.extras.execute_values(
                     cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
         conn.commit()
+    except (psycopg2.DataError, psycopg2.IntegrityError) as exc:
+        # the server refused the trial's content, not the connection: store it as failed without its files
+        conn.rollback()
+        if _refused is not None:
+            raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
+        return collect_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon,
+                             _refused=f"trial files refused by the database: {str(exc).strip()}")
     except psycopg2.Error as exc:
         try:
             conn.rollback()
