@@ -100,11 +100,21 @@ def connect(url: str | None = None):
 
 @contextmanager
 def connection(url: str | None = None) -> Iterator:
-    """Context manager: a migrated connection, closed on exit (no implicit commit)."""
+    """Context manager: a migrated connection, closed on exit (no implicit commit).
+
+    Raises:
+        StoreError: the server cannot be reached, or the connection is lost inside
+            the block (server stopped or restarted, network cut): an infrastructure
+            failure that Airflow retries. Errors about the data itself pass through.
+    """
+    import psycopg2
+
     conn = connect(url)
     try:
         migrate(conn)
         yield conn
+    except (psycopg2.OperationalError, psycopg2.InterfaceError) as exc:
+        raise StoreError(f"lost the results database: {str(exc).strip()}") from exc
     finally:
         conn.close()
 
