@@ -141,7 +141,11 @@ def migrate(conn) -> list[int]:
     with conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
         try:
-            cur.execute("CREATE SCHEMA IF NOT EXISTS gcbench")
+            # a results role confined to its schema (deploy/postgres/init.sql) may not
+            # CREATE SCHEMA at all, not even IF NOT EXISTS: create it only when missing
+            cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'gcbench'")
+            if cur.fetchone() is None:
+                cur.execute("CREATE SCHEMA gcbench")
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS gcbench.schema_migrations ("
                 " version integer PRIMARY KEY, name text NOT NULL,"

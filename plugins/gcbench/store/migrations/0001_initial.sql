@@ -1,6 +1,6 @@
 -- GC-Bench results schema, version 1.
 -- Every energy is in joules, power in watts, time in seconds. NULL means unknown.
-CREATE SCHEMA IF NOT EXISTS gcbench;
+-- the schema exists already: db.migrate() makes it, or deploy/postgres/init.sql gives it to the results role
 
 CREATE TABLE gcbench.plans (
     plan_name   text PRIMARY KEY,
