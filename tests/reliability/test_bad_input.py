@@ -1,0 +1,357 @@
+"""Bad input: plans and result files are judged, never trusted (issue 8, section 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gcbench.errors import PlanError
+from gcbench.plan import expand, plan_from_text
+from gcbench.spec import TrialSpec
+from reliability_support import complete_rows, noop_plan, query, run_ctx, trial_items, write_samples
+
+# ----------------------------------------------------------------------------- random plans
+
+PLAN_KEYS = ["name", "description", "schedule", "runner", "image", "devices", "repetitions", "seed", "order",
+             "warmup", "window", "trial_timeout_s", "energy", "validation", "carbon", "report", "hosts", "workloads"]
+INNER_KEYS = ["name", "kind", "settings", "matrix", "exclude", "repetitions", "steps", "seconds", "backend",
+              "sample_hz", "band", "intensity_kg_per_kwh", "baseline", "compare", "queue", "gpus", "tick_s", "note",
+              "kill_self_after_s", "path", "batch_size", "devices", "window", "warmup"]
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(), st.text(max_size=12),
+    st.sampled_from(["noop", "tinylm", "h2d", "resnet_cifar", "local", "docker", "@daily", "0 2 * * *", "randomized",
+                     "sequential", "simulated", "nvml", "a", "x-y", "0 0 * *", "2020-01-01", "yes", "~", "1e3",
+                     ".inf", "; rm -rf /"]))
+KEYS = st.one_of(st.sampled_from(PLAN_KEYS + INNER_KEYS), st.text(max_size=8), st.integers(-3, 3), st.booleans(),
+                 st.none())
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                       st.dictionaries(KEYS, inner, max_size=5)), max_leaves=25)
+WORKLOAD = st.dictionaries(st.sampled_from(INNER_KEYS), VALUES, max_size=5).map(
+    lambda d: {"name": "w", "kind": "noop", **d})
+PLANS = st.one_of(
+    st.fixed_dictionaries({"name": st.one_of(st.just("p"), SCALARS), "workloads": st.lists(WORKLOAD, max_size=3)},
+                          optional={k: VALUES for k in PLAN_KEYS if k not in ("name", "workloads")}),
+    VALUES)
+YAML_TEXT = st.text(alphabet=st.sampled_from(list("abnk:{}[]-,&*!|>'\"#%@`\n \t019.?<=~\\\x00\ufeffé")), max_size=80)
+
+
+def _only_plan_errors(text: str) -> None:
+    """Load ``text``; PlanError is the only exception allowed. A plan that loads must
+    expand, and every trial must read its spec.json back with the same trial id."""
+    try:
+        plan = plan_from_text(text, "random.yaml")
+    except PlanError as exc:
+        assert exc.path == "random.yaml" and str(exc).startswith("random.yaml")
+        return
+    try:
+        specs = expand(plan)
+    except PlanError:
+        return
+    for spec in specs:
+        assert TrialSpec.model_validate_json(spec.to_json()).compute_id() == spec.trial_id
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(PLANS)
+def test_random_yaml_structures_give_only_plan_errors(data):
+    try:
+        text = yaml.dump(data, allow_unicode=True)  # the full dumper: emits !!python tags for odd values too
+    except yaml.YAMLError:
+        return
+    _only_plan_errors(text)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(["tick_s", "note", "kill_self_after_s", "gpus", "other"]),
+                       st.lists(st.one_of(SCALARS, st.binary(max_size=4), st.dates()), min_size=1, max_size=3),
+                       max_size=3),
+       st.dictionaries(st.sampled_from(["tick_s", "note", "kill_self_after_s"]), SCALARS, max_size=2),
+       st.one_of(st.integers(-3, 1100), st.floats()), st.one_of(st.floats(), st.integers(-1, 3)))
+def test_random_values_in_a_valid_plan_shape_give_only_plan_errors(matrix, fixed, repetitions, seconds):
+    data = {"name": "p", "repetitions": repetitions, "window": {"seconds": seconds},
+            "workloads": [{"name": "w", "kind": "noop", "matrix": matrix, "settings": fixed}]}
+    _only_plan_errors(yaml.dump(data, allow_unicode=True))
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(YAML_TEXT)
+def test_random_text_gives_only_plan_errors(text):
+    _only_plan_errors(text)
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 5000, "a:\n" + "".join("  " * i + "- \n" for i in range(3000)),
+    "a: &a [1]\n" + "".join(f"a{i}: &a{i} [*a{'' if i == 0 else i - 1}, *a{'' if i == 0 else i - 1}]\n"
+                             for i in range(30)),
+    "name: p\nworkloads: [{name: w, kind: noop, settings: {note: " + "[" * 5000 + "]" * 5000 + "}}]",
+    "\ufeffname: p", "name: p\x00", "---\n---\n", "", "  ", "!!null", "'unterminated",
+])
+def test_pathological_yaml_gives_a_plan_error(text):
+    with pytest.raises(PlanError):
+        plan_from_text(text, "bad.yaml")
+
+
+# ----------------------------------------------------------------------------- YAML tags
+
+
+@pytest.mark.parametrize("tag", [
+    "!!python/object/apply:os.system ['touch {canary}']",
+    "!!python/object/new:os.system ['touch {canary}']",
+    "!!python/object:os.system {{}}",
+    "!!python/name:os.system",
+    "!!python/module:os",
+    "!!python/tuple [1, 2]",
+    "!custom 1",
+])
+def test_yaml_python_tags_are_refused_with_file_and_line(tmp_path, tag):
+    canary = tmp_path / "canary"
+    text = f"name: p\ndescription: ok\nworkloads:\n  - name: w\n    kind: noop\n    settings:\n      note: {tag.format(canary=canary)}\n"
+    with pytest.raises(PlanError) as err:
+        plan_from_text(text, "tags.yaml")
+    assert err.value.line == 7 and "not valid plan YAML" in err.value.message
+    assert "could not determine a constructor" in err.value.message
+    assert not canary.exists()
+
+
+@pytest.mark.parametrize("value,line,message", [
+    (".nan", 6, "plan numbers must be finite"),
+    ("-.inf", 6, "plan numbers must be finite"),
+    ("!!binary aGVsbG8=", 6, "YAML bytes value is not allowed"),
+    ("2026-01-01", 6, "YAML date value is not allowed in a plan; quote it to make it text"),
+    ("2026-01-01 10:00:00", 6, "YAML datetime value is not allowed"),
+    ("!!set {a, b}", 6, "YAML set value is not allowed"),
+    ("{1: x}", 6, "mapping key 1 is a int in YAML, not text"),
+])
+def test_values_json_cannot_carry_are_refused_with_field_and_line(value, line, message):
+    """These would give a trial another spec (after its JSON round trip) than its id's."""
+    text = f"name: p\nworkloads:\n  - name: w\n    kind: noop\n    matrix:\n      note: [{value}]\n"
+    with pytest.raises(PlanError) as err:
+        plan_from_text(text, "values.yaml")
+    assert err.value.line == line and message in err.value.message, err.value
+    assert err.value.field.startswith("workloads[0].matrix.note")
+
+
+def test_huge_matrix_is_refused_before_it_is_enumerated():
+    factors = ", ".join(f"f{i}: [{', '.join(str(j) for j in range(10))}]" for i in range(12))  # 10^12 combinations
+    t0 = time.monotonic()
+    with pytest.raises(PlanError, match=r"multiplies out to 1000000000000 combinations, more than 100000"):
+        plan_from_text(f"name: p\nworkloads:\n  - name: w\n    kind: noop\n    matrix: {{{factors}}}\n")
+    assert time.monotonic() - t0 < 1.0
+
+
+# ----------------------------------------------------------------------------- max_map_length
+
+
+def _plan_of(n_variants: int, repetitions: int = 1) -> str:
+    values = ", ".join(f"'{i}'" for i in range(n_variants))
+    return f"name: big\nrepetitions: {repetitions}\nworkloads:\n  - {{name: w, kind: noop, matrix: {{note: [{values}]}}}}\n"
+
+
+def test_plan_larger_than_airflow_max_map_length_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("AIRFLOW__CORE__MAX_MAP_LENGTH", raising=False)
+    plan_from_text(_plan_of(1024))
+    with pytest.raises(PlanError) as err:
+        plan_from_text(_plan_of(513, repetitions=2), "big.yaml")
+    assert err.value.field == "repetitions" and err.value.line == 2
+    assert "expands to 1026 trials, more than Airflow's max_map_length (1024)" in err.value.message
+    assert "split it into several plans or lower repetitions" in err.value.message
+
+
+def test_configured_max_map_length_is_respected_at_load_and_at_run_time(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__CORE__MAX_MAP_LENGTH", "10")
+    with pytest.raises(PlanError, match=r"expands to 12 trials, more than Airflow's max_map_length \(10\)"):
+        plan_from_text(_plan_of(12))
+    plan = plan_from_text(_plan_of(5))
+    assert len(expand(plan)) == 5
+    # the trigger form's repetitions can raise the count past what the plan passed
+    with pytest.raises(PlanError) as err:
+        expand(plan, repetitions=3)
+    assert err.value.field == "params.repetitions" and "this run would have 15 trials" in err.value.message
+
+
+def test_max_map_length_from_airflow_cfg_when_airflow_is_loaded(tmp_path):
+    """In the DAG processor and the workers Airflow is imported: its configuration wins."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    (home / "airflow.cfg").write_text("[core]\nmax_map_length = 7\nload_examples = False\n")
+    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW__CORE__MAX_MAP_LENGTH"}
+    env["AIRFLOW_HOME"] = str(home)
+    code = ("import airflow.configuration\n"
+            "from gcbench.plan import plan_from_text\n"
+            "from gcbench.errors import PlanError\n"
+            "import sys\n"
+            "try:\n    plan_from_text(sys.stdin.read())\nexcept PlanError as e:\n    print(e.message)\n")
+    out = subprocess.run([sys.executable, "-c", code], input=_plan_of(8), capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert "expands to 8 trials, more than Airflow's max_map_length (7)" in out.stdout, out.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- shell metacharacters
+
+METACHARACTERS = [
+    "; rm -rf {victim}",
+    "$(rm -rf {victim})",
+    "`rm -rf {victim}`",
+    "| rm -rf {victim} && touch {canary}",
+    "&& touch {canary} || true",
+    "'\"; touch {canary}; echo \"'",
+    "$HOME ${{PATH}} > {canary} < /dev/null 2>&1 &",
+    "{{{{ 7 * 7 }}}} {{% raw %}} \\n \\\\ *.py ~ !! # comment",
+]
+
+
+def test_shell_metacharacters_in_factor_values_reach_the_trial_verbatim(gcbench_env, pg_url):
+    """Each value runs a real trial (local runner) and is stored as a text metric."""
+    from gcbench.factory.dag import collect_run
+    from gcbench.factory.local import run_local, trial_argv
+
+    victim, canary = gcbench_env / "victim", gcbench_env / "canary"
+    victim.write_text("must survive")
+    values = [v.format(victim=victim, canary=canary) for v in METACHARACTERS]
+    plan = plan_from_text("name: shell\nrepetitions: 1\nwindow: {steps: 1}\nenergy: {backend: simulated}\n"
+                          "workloads:\n  - name: w\n    kind: noop\n    matrix:\n      note:\n"
+                          + "".join(f"        - {json.dumps(v)}\n" for v in values))
+    specs = expand(plan)
+    assert sorted(s.settings["note"] for s in specs) == sorted(values)
+    items = trial_items(specs, gcbench_env / "run")
+    for spec, item in zip(specs, items):
+        outdir = Path(item["outdir"])
+        argv = trial_argv(item["spec_path"], str(outdir))
+        assert argv[1:3] == ["-m", "gcbench.trial"] and not any(spec.settings["note"] in a for a in argv)
+        assert run_local(spec, outdir, 60).exit_code == 0, (outdir / "runner.log").read_text()[-2000:]
+        on_disk = json.loads((outdir / "spec.json").read_text())
+        assert on_disk["settings"]["note"] == spec.settings["note"] == on_disk["factors"]["note"]
+        result = json.loads((outdir / "result.json").read_text())
+        assert result["counts"]["note"] == spec.settings["note"]  # what the workload received and returned
+    collect_run(plan, run_ctx(), items)
+    stored = [r[0] for r in query(pg_url, "SELECT text_value FROM metrics WHERE name = 'note'")]
+    assert sorted(stored) == sorted(values)
+    assert victim.read_text() == "must survive" and not canary.exists()
+
+
+# ----------------------------------------------------------------------------- result files
+
+
+def _noop_trials(tmp: Path, n: int) -> tuple:
+    from gcbench.factory.local import run_local
+
+    plan = noop_plan("results", repetitions=n)
+    specs = expand(plan)
+    items = trial_items(specs, tmp)
+    for spec, item in zip(specs, items):
+        assert run_local(spec, Path(item["outdir"]), 60).exit_code == 0
+    return plan, items
+
+
+def _truncate(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _rewrite(p: Path, **changes) -> None:
+    data = json.loads(p.read_text())
+    data.update(changes)
+    p.write_text(json.dumps(data))
+
+
+CORRUPTIONS = {
+    "truncated": (_truncate, "result.json refused: not valid JSON"),
+    "not JSON": (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff garbage"), "result.json refused: not valid JSON"),
+    "another plan": (lambda p: _rewrite(p, plan="someone-else"), "result.json refused: it belongs to plan 'someone-else'"),
+    "another trial": (lambda p: _rewrite(p, trial_id="0123456789abcdef"), "it belongs to trial '0123456789abcdef'"),
+    "cut to a JSON prefix": (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                                                                if k in ("schema", "trial_id", "plan", "status")})),
+                             "result.json refused: truncated, missing metrics, energy"),
+    "wrong shape": (lambda p: _rewrite(p, metrics=[1, 2]), "result.json refused: metrics is list, expected dict"),
+    "NUL character": (lambda p: _rewrite(p, error="bad\u0000byte"), "result.json refused: error holds a NUL character"),
+    "lone surrogate": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": "\\ud800"}'), "holds a lone surrogate"),
+    "NaN": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": NaN}'), "x is nan (not a finite number)"),
+    "bad exit status": (lambda p: _rewrite(p, exit_code="zero"), "exit_code is str, expected int"),
+    "bad timestamp": (lambda p: _rewrite(p, finished_at="yesterday"), "finished_at 'yesterday' is not an ISO 8601"),
+    "huge number": (lambda p: _rewrite(p, exit_code=2 ** 40), "exit_code 1099511627776 out of range"),
+}
+
+
+def test_truncated_non_json_and_foreign_result_files_are_refused_by_collect_with_the_reason(gcbench_env, pg_url):
+    from gcbench.factory.dag import collect_run
+
+    plan, items = _noop_trials(gcbench_env / "run", len(CORRUPTIONS) + 1)
+    expected = {}
+    for (name, (corrupt, reason)), item in zip(CORRUPTIONS.items(), items):
+        corrupt(Path(item["outdir"]) / "result.json")
+        expected[item["trial_id"]] = (name, reason)
+    (Path(items[-1]["outdir"]) / "runner.json").write_text("{\"exit_co")  # a runner killed mid-write
+    rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)
+
+    summary = collect_run(plan, run_ctx(), items)
+    assert summary["stored"] == len(items) and summary["failed"] == len(CORRUPTIONS)
+    stored = {t: (s, e, p, n) for t, s, e, p, n in query(
+        pg_url, "SELECT trial_id, status, error, samples_partial, samples_count FROM trials")}
+    for trial_id, (name, reason) in expected.items():
+        status, error, partial, n = stored[trial_id]
+        assert status == "failed" and reason in error, (name, error)
+        assert partial and n > 0, f"{name}: the samples are kept"
+    assert stored[items[-1]["trial_id"]][0] == "ok"
+    assert query(pg_url, "SELECT count(DISTINCT trial_pk) FROM metrics")[0][0] == 1  # only the intact trial's
+    assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
+    again = collect_run(plan, run_ctx(), items)  # a retry changes nothing and duplicates nothing
+    assert again["unchanged"] == 1 and query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
+
+
+BAD_ROWS = [
+    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980\n",            # a field short
+    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,0,9\n",        # a field too many
+    b"1.0,gpu0,,300.0,301.5,1000,40,1980,0\n",                   # no source (NOT NULL)
+    b",gpu0,simulated,300.0,301.5,1000,40,1980,0\n",             # no time
+    b"1.0,gpu\xff\xfe,simulated,300.0,301.5,1000,40,1980,0\n",   # not UTF-8
+    b"1.0,gpu\x000,simulated,300.0,301.5,1000,40,1980,0\n",      # NUL
+    b'1.0,"gpu0,simulated,300.0,301.5,1000,40,1980,0\n',         # an unbalanced quote
+    b"1.0,gpu0,simulated,1_000,301.5,1000,40,1980,0\n",          # Python's float() takes it, PostgreSQL does not
+    b"1.0,gpu0,simulated,1e-400,301.5,1000,40,1980,0\n",         # underflows
+    b"1.0,gpu0,simulated,1e400,301.5,1000,40,1980,0\n",          # overflows
+    b"1.0,gpu0,simulated,NaN,301.5,1000,40,1980,0\n",            # not finite
+    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,1.5\n",        # not an integer
+    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,99999999999999999999\n",  # beyond bigint
+    b"1.0,gpu0,simulated,300.0,301.5,10",                         # cut by a kill
+]
+
+
+@pytest.mark.parametrize("bad", range(len(BAD_ROWS)))
+def test_sample_rows_the_server_would_refuse_are_dropped_and_counted_never_failing_collect(gcbench_env, pg_url, bad):
+    from gcbench.factory.dag import collect_run
+
+    plan = noop_plan("rows")
+    items = trial_items(expand(plan), gcbench_env / "run")
+    samples = Path(items[0]["outdir"]) / "samples.csv"
+    write_samples(samples, 100)
+    with open(samples, "ab") as f:
+        f.write(BAD_ROWS[bad])
+        if BAD_ROWS[bad].endswith(b"\n"):
+            write_rows = samples.read_bytes()
+            f.write(write_rows.splitlines(keepends=True)[1])  # a good row after the bad one
+    summary = collect_run(plan, run_ctx(), items)
+    good = 100 + (1 if BAD_ROWS[bad].endswith(b"\n") else 0)
+    assert summary["samples"] == good
+    assert query(pg_url, "SELECT count(*), min(samples_count) FROM samples, trials")[0] == (good, good)
+
+
+def test_samples_file_with_a_foreign_header_is_refused_and_the_trial_kept(gcbench_env, pg_url):
+    from gcbench.factory.dag import collect_run
+
+    plan, items = _noop_trials(gcbench_env / "run", 2)
+    (Path(items[0]["outdir"]) / "samples.csv").write_text("time,watts\n1,2\n")
+    (Path(items[1]["outdir"]) / "samples.csv").write_bytes(b"")  # killed before the first flush
+    summary = collect_run(plan, run_ctx(), items)
+    assert summary["stored"] == 2
+    rows = query(pg_url, "SELECT status, error, samples_partial, samples_count FROM trials ORDER BY trial_id")
+    for status, error, partial, n in rows:
+        assert status == "ok" and "samples refused" in error and "unexpected samples header" in error
+        assert partial is True and n == 0
