@@ -32,12 +32,17 @@ RUN set -eu; \
     if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
         export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
     fi; \
+    need=""; \
+    command -v tini >/dev/null 2>&1 || need="tini"; \
     if ! command -v python >/dev/null 2>&1 || ! python -m pip --version >/dev/null 2>&1; then \
+        need="$need python3 python3-venv ca-certificates"; \
+    fi; \
+    if [ -n "$need" ]; then \
         apt-get update; \
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv ca-certificates; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $need; \
         rm -rf /var/lib/apt/lists/*; \
-        python3 -m venv /opt/gcbench; \
-    fi
+    fi; \
+    if ! command -v python >/dev/null 2>&1; then python3 -m venv /opt/gcbench; fi
 
 # Debian base: the venv first on PATH; a CUDA PyTorch base keeps its own python.
 ENV PATH=/opt/gcbench/bin:${PATH}
@@ -71,4 +76,9 @@ RUN set -eu; \
 # any uid.
 ENV HOME=/tmp PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /tmp
+# tini as PID 1: the kernel ignores signals to a namespace's init that it does not
+# handle, so without it `docker stop` would wait out its grace period and a trial that
+# SIGKILLs itself would go on; -g forwards signals to the trial's whole process group
+# (its sampler process included) and reaps zombies.
+ENTRYPOINT ["tini", "-g", "--"]
 CMD ["python", "-m", "gcbench.trial", "--help"]
