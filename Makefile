@@ -38,6 +38,11 @@ test-native:
 	@if [ -d native/go ]; then cd native/go && go test ./...; fi
 	@if [ -d native/rust ]; then cd native/rust && cargo test --release --offline -q; fi
 
+# Real Docker: own dockerd, debootstrap base image, images/ built on it, smoke plan with
+# the docker runner, failure policy, compose validation (scripts/test_docker.sh).
+test-docker: setup
+	bash scripts/test_docker.sh
+
 bench: setup
 	$(PY) benchmarks/run_all.py
 

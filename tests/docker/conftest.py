@@ -1,6 +1,6 @@
 """Tests against a real Docker engine (``make test-docker`` starts one, builds the images).
 
-Every test here is marked ``docker``. Without a reachable engine holding the trial image
+Every test module here is marked ``docker`` (``pytestmark``). Without a reachable engine holding the trial image
 they are skipped, unless ``GCBENCH_REQUIRE_DOCKER=1`` (set by scripts/test_docker.sh),
 which turns the skip into a failure: CI must not pass by skipping them.
 """
@@ -8,18 +8,9 @@ which turns the skip into a failure: CI must not pass by skipping them.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 import pytest
 
 TRIAL_IMAGE = os.environ.get("GCBENCH_TEST_TRIAL_IMAGE", "gcbench/trial:latest")
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
-            item.add_marker(pytest.mark.docker)
 
 
 def _unavailable(why: str):

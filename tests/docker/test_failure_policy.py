@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.docker
+
 from gcbench.factory.local import write_spec
 from gcbench.plan import expand, plan_from_text
 

@@ -1,0 +1,71 @@
+"""Security defaults of the deployment files, checked without an engine.
+
+The compose file publishes ports on 127.0.0.1 only (unless GCBENCH_BIND_ADDRESS says
+otherwise), holds no password, mounts the Docker socket only into the scheduler with
+the docker group's id, and the example env file holds placeholders only.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "docker-compose.yml"
+ENV_EXAMPLE = REPO / "deploy" / "env.example"
+
+
+def services() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())["services"]
+
+
+def test_published_ports_bind_to_localhost_by_default():
+    published = [(name, p) for name, svc in services().items() for p in svc.get("ports", [])]
+    assert published, "the UI and the results database are published"
+    for name, port in published:
+        assert str(port).startswith("${GCBENCH_BIND_ADDRESS:-127.0.0.1}:"), (name, port)
+
+
+def test_no_secret_in_the_compose_file():
+    text = COMPOSE.read_text()
+    for key in ("PASSWORD", "SECRET", "FERNET_KEY", "JWT"):
+        for line in text.splitlines():
+            m = re.match(rf"\s*[A-Z_]*{key}[A-Z_]*:\s*(.+)$", line)
+            if m:
+                assert m.group(1).strip().startswith("${"), line  # only ever from the env file
+    assert not re.search(r"postgres(ql)?(\+psycopg2)?://[^:$]+:[^$@]+@", text), "a literal password in a URL"
+
+
+def test_example_env_holds_placeholders_only():
+    values = dict(line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines()
+                  if line and not line.startswith("#"))
+    for key, value in values.items():
+        if re.search("PASSWORD|SECRET|FERNET", key):
+            assert value == "change-me", key
+    assert values["GCBENCH_BIND_ADDRESS"] == "127.0.0.1"
+
+
+def test_env_file_is_ignored_by_git():
+    for path in (".env", "deploy/.env"):
+        proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
+        assert proc.returncode == 0, f"{path} is not ignored by git"
+
+
+def test_docker_socket_only_in_the_scheduler_through_the_docker_group():
+    for name, svc in services().items():
+        mounts = [str(v) for v in svc.get("volumes", []) if isinstance(v, str)]
+        has_socket = any("docker.sock" in v for v in mounts)
+        assert has_socket == (name == "airflow-scheduler"), name
+    sched = services()["airflow-scheduler"]
+    assert sched["group_add"] and sched["group_add"][0].startswith("${DOCKER_GID")
+    assert "chmod" not in COMPOSE.read_text()
+
+
+def test_results_role_is_not_the_database_owner():
+    sql = (REPO / "deploy" / "postgres" / "init.sql").read_text()
+    assert 'CREATE DATABASE :"results_db";' in sql  # owned by the superuser
+    assert 'CREATE SCHEMA gcbench AUTHORIZATION :"results_user";' in sql
+    assert "REVOKE ALL ON DATABASE :\"airflow_db\" FROM PUBLIC;" in sql
