@@ -64,3 +64,12 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     md = report.with_name("report.md").read_text()
     assert "| **SIMULATED** resnet |" in md or "resnet" in md
     assert (report.parent / "trials.csv").read_text().count("\n") == 19
+
+    # the CLI writes the same run's report again and prints its path
+    cli = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"]], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert cli.stdout.strip() == str(report)
+    missing = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", "no-such-run"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert missing.returncode == 1 and missing.stderr.strip() == "error: no stored run 'no-such-run'"
