@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-METRIC_COLUMNS = (
-    "duration_s", "tokens", "tokens_per_s", "gpu_energy_j", "cpu_energy_j", "total_energy_j", "j_per_token",
-    "gpu_j_per_token", "e2e_j_per_token", "bytes", "gb_per_s", "gpu_j_per_gb", "cpu_j_per_gb", "samples",
-    "samples_per_s", "accuracy", "energy_kwh", "co2e_kg", "co2e_kg_low", "co2e_kg_high", "gpu_energy_above_idle_j",
-    "codecarbon_energy_j", "codecarbon_rel_error",
-)
+from gcbench.report.data import METRIC_COLUMNS as REPORT_METRIC_COLUMNS
+
+METRIC_COLUMNS = REPORT_METRIC_COLUMNS + ("co2e_kg_low", "co2e_kg_high")
 """Metric columns every trials frame has (NaN when a trial lacks one)."""
 
 
