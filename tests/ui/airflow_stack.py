@@ -2,9 +2,11 @@
 Chrome DevTools protocol client, for the UI tests.
 
 The stack serves the project's ``dags/`` folder with ``GCBENCH_PLANS_DIR`` pointing at
-a folder of test plans. Metadata: SQLite with the LocalExecutor (Airflow 3.3 accepts
-the pair: tasks go through the API server's execution API, not to the database),
-``AIRFLOW_HOME`` in a temporary folder. SimpleAuthManager with one ``admin`` user
+a folder of test plans. Metadata: SQLite with the LocalExecutor by default (Airflow
+3.3 accepts the pair: tasks reach the database only through the API server), or a
+PostgreSQL database (``metadata_url``) where several writers meet (a backfill while
+the scheduler runs: SQLite answers "database is locked"). ``AIRFLOW_HOME`` in a
+temporary folder. SimpleAuthManager with one ``admin`` user
 whose password is written to the passwords file beforehand.
 """
 
@@ -30,6 +32,20 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 
+def sqlalchemy_url(dsn: str) -> str:
+    """A libpq DSN or URL (as the ``pg_url`` fixture gives) -> a SQLAlchemy psycopg2 URL."""
+    from urllib.parse import quote
+
+    from psycopg2.extensions import parse_dsn
+
+    d = parse_dsn(dsn)
+    auth = quote(d.get("user", "postgres")) + (":" + quote(d["password"]) if d.get("password") else "")
+    host = d.get("host", "")
+    where = f"@{host}:{d.get('port', 5432)}" if host and not host.startswith("/") else "@"
+    query = f"?host={quote(host)}" + (f"&port={d['port']}" if d.get("port") else "") if host.startswith("/") else ""
+    return f"postgresql+psycopg2://{auth}{where}/{d['dbname']}{query}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +55,7 @@ def free_port() -> int:
 class AirflowStack:
     """``airflow db migrate``, then api-server, scheduler and dag-processor; stop() ends them."""
 
-    def __init__(self, home: Path, plans_dir: Path, extra_env: dict[str, str]):
+    def __init__(self, home: Path, plans_dir: Path, extra_env: dict[str, str], metadata_url: str | None = None):
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,7 +71,7 @@ class AirflowStack:
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url or f"sqlite:///{home / 'airflow.db'}",
             "AIRFLOW__CORE__AUTH_MANAGER":
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
