@@ -344,8 +344,8 @@ def classify_gpu_processes(pids: set[int], trial_pid: int, proc: str = "/proc",
         (foreign, unattributable): ``{pid: command name}`` of live processes outside
         the trial's tree, and the PIDs not alive in this PID namespace. The latter are
         a process that just ended, or, inside a container with its own PID namespace,
-        a host PID that cannot be matched (the docker runner records that the check is
-        then limited); they do not invalidate a trial on their own.
+        a host PID that cannot be matched (the sampler then records the check as
+        limited); they do not invalidate a trial on their own.
     """
     tree = tree if tree is not None else process_tree(trial_pid, proc)
     foreign: dict[int, str] = {}
