@@ -4,7 +4,7 @@
 # the pools of every multi-GPU set the plans use. Idempotent: safe on every `up`.
 set -euo pipefail
 : "${GCBENCH_ADMIN_PASSWORD:?set GCBENCH_ADMIN_PASSWORD in .env}"
-mkdir -p "${GCBENCH_HOME}" "${GCBENCH_REPORTS_DIR}"
+mkdir -p "${GCBENCH_HOME}" "${GCBENCH_REPORTS_DIR}" "${GCBENCH_DATA_DIR}"
 
 airflow db migrate
 
