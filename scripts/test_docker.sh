@@ -66,6 +66,7 @@ cleanup() {
         kill -TERM "$started_daemon" 2>/dev/null || true
         for _ in $(seq 1 60); do kill -0 "$started_daemon" 2>/dev/null || break; sleep 0.5; done
         kill -KILL "$started_daemon" 2>/dev/null || true
+        umount "$STATE/exec/netns/default" 2>/dev/null || true  # dockerd leaves its netns mount behind
     fi
     step "done (exit $rc)"
     exit $rc
