@@ -1,7 +1,7 @@
 """``build_dag(plan) -> DAG``: one Airflow DAG per plan.
 
     expand_trials -> [build_tokenizers] -> trials_<gpus> -> run_trial_<gpus> (mapped, one per trial)
-                  -> collect -> validate -> report
+                  -> collect -> validate -> report -> check_trials
 
 * ``expand_trials`` turns the plan (and the trigger form's parameters) into trial
   specs, registers the DAG run in the results database, and leaves out the trials
@@ -327,7 +327,20 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             print(f"report: {path}")
             return str(path)
 
+        @task(retries=0)
+        def check_trials(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+            """Fail the DAG run when trials never ran (an infrastructure failure that outlived
+            its retries); trials that ran and failed or measured invalid do not fail it."""
+            from gcbench.errors import TrialError
+
+            not_run = sum(s.get("not_run", 0) for s in summaries)
+            if not_run:
+                raise TrialError(None, f"{not_run} trial(s) of this run never ran (see the run_trial task logs); "
+                                       "the others are stored and reported")
+            return {"trials": sum(s.get("trials", 0) for s in summaries)}
+
         validated = validate()
+        summaries = []
         for host, tasks in run_tasks.items():
             if host is None:
                 collected = collect(specs)
@@ -336,7 +349,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             for _, mapped in tasks:
                 mapped >> collected
             collected >> validated
+            summaries.append(collected)
         reported = validated >> report()
+        reported >> check_trials(summaries)
         if plan.schedule:
             from gcbench.notify import RegressionNotifier
 
@@ -370,12 +385,16 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
 
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
-    summary: dict[str, Any] = {"stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "samples": 0}
+    summary: dict[str, Any] = {"trials": 0, "stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "not_run": 0,
+                               "samples": 0}
     with db.connection() as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
             outdir = Path(item["outdir"])
             exit_code = ingest.runner_exit_code(outdir)
+            summary["trials"] += 1
+            if exit_code is None and not (outdir / "result.json").exists():
+                summary["not_run"] += 1  # no runner outcome, no result: the trial never started
             spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
                                            carbon=plan.carbon.model_dump(mode="json"))

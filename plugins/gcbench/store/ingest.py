@@ -472,8 +472,14 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         if refusal is None and not outdir.exists():
             return CollectOutcome(spec.trial_id, "refused", reason=f"no output folder {outdir}")
         status = "failed"
-        error = refusal or (f"trial process ended without a result (exit status {exit_code})"
-                            if exit_code is not None else "trial process ended without a result")
+        if refusal:
+            error = refusal
+        elif exit_code is not None:
+            error = f"trial process ended without a result (exit status {exit_code})"
+        elif not (outdir / "trial.log").exists():
+            error = "trial never ran: the runner could not start it (see the run_trial task log)"
+        else:
+            error = "trial process ended without a result"
         partial = True
         metrics: dict[str, Any] = {}
     else:
