@@ -249,22 +249,32 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         upstream: dict[str | None, Any] = {host: specs for host in per_host}
         if tokenizers:
 
-            @task(retries=0)
+            @task
             def build_tokenizers() -> dict[str, str]:
-                """Build the native tokenizers (cached by the hash of their sources)."""
+                """Build the native tokenizers (cached by the hash of their sources).
+
+                A compiler error fails the task at once with the compiler's message (a
+                retry would fail the same way); an unreachable engine is retried.
+                """
+                from airflow.exceptions import AirflowFailException
+
                 from gcbench import config
                 from gcbench.factory.tokenizers import build_local
+                from gcbench.tokenizer.errors import TokenizerBuildError
 
                 ctx = get_current_context()
                 runner = ctx["params"].get("runner") or plan.runner
                 built = {}
                 for impl in tokenizers:
-                    if runner == "docker":
-                        from gcbench.factory.tokenizers import build_in_docker
+                    try:
+                        if runner == "docker":
+                            from gcbench.factory.tokenizers import build_in_docker
 
-                        built[impl] = str(build_in_docker(impl, config.home() / "tools", ctx))
-                    else:
-                        built[impl] = str(build_local(impl, config.home() / "tools"))
+                            built[impl] = str(build_in_docker(impl, config.home() / "tools", ctx))
+                        else:
+                            built[impl] = str(build_local(impl, config.home() / "tools"))
+                    except TokenizerBuildError as exc:
+                        raise AirflowFailException(f"building the {impl} tokenizer failed:\n{exc}") from exc
                     print(f"tokenizer {impl}: {built[impl]}")
                 return built
 
