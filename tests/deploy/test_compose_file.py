@@ -54,11 +54,12 @@ def test_env_file_is_ignored_by_git():
         assert proc.returncode == 0, f"{path} is not ignored by git"
 
 
-def test_docker_socket_only_in_the_scheduler_through_the_docker_group():
+def test_docker_socket_only_where_trials_start_through_the_docker_group():
+    # the LocalExecutor scheduler, or a GPU host's Celery worker: the services that run trials
     for name, svc in services().items():
         mounts = [str(v) for v in svc.get("volumes", []) if isinstance(v, str)]
         has_socket = any("docker.sock" in v for v in mounts)
-        assert has_socket == (name == "airflow-scheduler"), name
+        assert has_socket == (name in ("airflow-scheduler", "airflow-worker-gpu")), name
     sched = services()["airflow-scheduler"]
     assert sched["group_add"] and sched["group_add"][0].startswith("${DOCKER_GID")
     assert "chmod" not in COMPOSE.read_text()
@@ -69,3 +70,18 @@ def test_results_role_is_not_the_database_owner():
     assert 'CREATE DATABASE :"results_db";' in sql  # owned by the superuser
     assert 'CREATE SCHEMA gcbench AUTHORIZATION :"results_user";' in sql
     assert "REVOKE ALL ON DATABASE :\"airflow_db\" FROM PUBLIC;" in sql
+
+
+def test_celery_profile_has_a_broker_and_workers_per_queue():
+    svc = services()
+    assert svc["redis"]["profiles"] == ["celery"] and svc["airflow-worker"]["profiles"] == ["celery"]
+    assert svc["airflow-worker"]["command"] == "celery worker --queues default"
+    gpu = svc["airflow-worker-gpu"]
+    assert gpu["profiles"] == ["gpu-worker"]
+    assert 'exec /entrypoint celery worker --queues "$$GCBENCH_QUEUE"' in gpu["entrypoint"][-1]
+    assert "/var/run/docker.sock:/var/run/docker.sock" in gpu["volumes"]
+    assert gpu["group_add"] == ["${DOCKER_GID:?set DOCKER_GID in .env (getent group docker | cut -d: -f3)}"]
+    # the broker requires its password and the executor is chosen in the env file
+    assert "--requirepass" in svc["redis"]["command"][-1]
+    env = yaml.safe_load(COMPOSE.read_text())["x-airflow-env"]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "${AIRFLOW_EXECUTOR:-LocalExecutor}"
