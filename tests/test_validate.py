@@ -28,7 +28,8 @@ def result(start=1.0, end=3.0, flags=(), rel=0.001, limits=None, update_period_s
         "energy": {"main": {"gpu_energy_j": 600.0, "sample_hz": 20.0, "flags": list(flags),
                             "gpu": [{"device": "gpu0", "energy_j": 600.0, "method": "nvml-counter-edge-corrected",
                                      "cross_check_rel": rel, "update_period_s": update_period_s}]}},
-        "environment": {"power_limits_w": limits or {}},
+        "environment": {"gpus": [{"label": dev, "min_limit_w": lim["min"], "max_limit_w": lim["max"]}
+                                 for dev, lim in (limits or {}).items()]},
     }
 
 
@@ -80,6 +81,9 @@ def test_power_above_the_gpu_limit_is_invalid():
     v = check_trial(result(limits={"gpu0": {"min": 200, "max": 700}}), "ok",
                     samples(np.arange(0.5, 3.6, 0.05), power=1200.0), SETTINGS)
     assert not v.valid and any("above the GPU's limit 700 W" in r for r in v.reasons)
+    lenient = ValidationSettings(power_limit_margin_rel=1.0)
+    assert check_trial(result(limits={"gpu0": {"min": 200, "max": 700}}), "ok",
+                       samples(np.arange(0.5, 3.6, 0.05), power=1200.0), lenient).valid
 
 
 def test_throttling_is_flagged_not_invalid():

@@ -52,6 +52,18 @@ def _update_period(energy_main: dict[str, Any]) -> float:
     return max(periods) if periods else DEFAULT_UPDATE_PERIOD_S
 
 
+def max_power_limit_w(environment: dict[str, Any], device: str) -> float | None:
+    """The GPU's maximum power limit (W) from a result's environment, or None.
+
+    The meter records per GPU ``{"label": "gpu0", "max_limit_w": 700.0, ...}`` under
+    ``environment["gpus"]`` (NVML's nvmlDeviceGetPowerManagementLimitConstraints).
+    """
+    for gpu in environment.get("gpus") or []:
+        if isinstance(gpu, dict) and gpu.get("label") == device and gpu.get("max_limit_w"):
+            return float(gpu["max_limit_w"])
+    return None
+
+
 def check_trial(result: dict[str, Any] | None, status: str, samples, settings: ValidationSettings,
                 error: str | None = None) -> Verdict:
     """Apply the per-trial rules.
@@ -123,11 +135,11 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
         counter = win["energy_j"].dropna().astype(float).to_numpy()
         if len(counter) > 1 and (counter[1:] < counter[:-1]).any() and "energy counter decreased inside the window" not in reasons:
             reasons.append(f"{device}: energy counter decreased inside the window")
-        limit_w = (env.get("power_limits_w") or {}).get(device, {}).get("max") if isinstance(env.get("power_limits_w"), dict) else None
+        limit_w = max_power_limit_w(env, str(device))
         power = win["power_instant_w"].dropna().astype(float)
         if len(power) and (power < 0).any():
             reasons.append(f"{device}: negative power reading ({power.min():.1f} W)")
-        if limit_w and len(power) and power.max() > 1.25 * limit_w:
+        if limit_w and len(power) and power.max() > (1 + settings.power_limit_margin_rel) * limit_w:
             reasons.append(f"{device}: power {power.max():.0f} W above the GPU's limit {limit_w:.0f} W")
         ev = win["clocks_event_reasons"].dropna().astype("int64")
         if len(ev):

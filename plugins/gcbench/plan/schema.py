@@ -60,6 +60,9 @@ class ValidationSettings(_Strict):
         min_valid_repetitions: below this many valid repetitions a group is inconclusive.
         outlier_mad_k: a trial whose primary metric lies more than k scaled MADs from
             its group median is flagged as an outlier (kept, not dropped).
+        power_limit_margin_rel: instant power above (1 + margin) x the GPU's maximum
+            power limit invalidates the trial (a sensor fault or a wrong device mapping;
+            short excursions above the limit are normal, hence the margin).
     """
 
     min_window_periods: float = Field(default=10.0, ge=0)
@@ -67,6 +70,7 @@ class ValidationSettings(_Strict):
     cross_check_max_rel: float = Field(default=0.03, gt=0, le=1)
     min_valid_repetitions: int = Field(default=2, ge=1)
     outlier_mad_k: float = Field(default=3.5, gt=0)
+    power_limit_margin_rel: float = Field(default=0.25, ge=0, le=10)
 
 
 class CarbonSettings(_Strict):
