@@ -41,23 +41,35 @@ def pg_server_url(tmp_path_factory):
 
 
 @pytest.fixture
-def pg_url(pg_server_url):
-    """A fresh, empty database on the test server; dropped afterwards."""
+def make_database(pg_server_url):
+    """``make_database(prefix) -> libpq DSN`` of a fresh, empty database on the test
+    server; every database made is dropped at the end of the test."""
     import psycopg2
     from psycopg2.extensions import make_dsn, parse_dsn
 
-    name = "t_" + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(pg_server_url)
     admin.autocommit = True
+    made: list[str] = []
+
+    def make(prefix: str = "t_") -> str:
+        name = prefix + uuid.uuid4().hex[:12]
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return make_dsn(**{**parse_dsn(pg_server_url), "dbname": name})
+
+    yield make
     with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    params = parse_dsn(pg_server_url)
-    params["dbname"] = name
-    yield make_dsn(**params)
-    with admin.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        for name in made:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
     admin.close()
+
+
+@pytest.fixture
+def pg_url(make_database):
+    """A fresh, empty database on the test server; dropped afterwards."""
+    return make_database("t_")
 
 
 @pytest.fixture

@@ -66,23 +66,9 @@ def _trials(pg_url: str) -> list[tuple]:
 
 
 @pytest.fixture
-def airflow_db(pg_server_url):
+def airflow_db(make_database):
     """A fresh database for Airflow's metadata on the test server (SQLAlchemy URL); dropped afterwards."""
-    import uuid
-
-    import psycopg2
-    from psycopg2.extensions import make_dsn, parse_dsn
-
-    name = "af_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(pg_server_url)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    yield sqlalchemy_url(make_dsn(**{**parse_dsn(pg_server_url), "dbname": name}))
-    with admin.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
-    admin.close()
+    return sqlalchemy_url(make_database("af_"))
 
 
 def test_backfill_create_runs_only_missing_trials(tmp_path, pg_url, airflow_db):

@@ -222,18 +222,26 @@ def _token_bytes(pairs: tuple[tuple[int, int], ...]) -> tuple[bytes, ...]:
     return tuple(tokens)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, *chunks: bytes, what: str = "cannot write") -> None:
+    """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
+
+    Raises:
+        OutputError: the folder is not writable or the disk is full (``what`` starts
+            the message); the temporary file is removed.
+    """
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                fh.write(chunk)
         os.replace(tmp, path)
     except OSError as exc:
         try:
             tmp.unlink()
         except OSError:
             pass
-        raise OutputError(path, f"cannot write: {exc.strerror or exc}") from None
+        raise OutputError(path, f"{what}: {exc.strerror or exc}") from None
 
 
 class Encoder:

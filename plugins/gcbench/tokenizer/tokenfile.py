@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gcbench.tokenizer.errors import OutputError, TokenFileError
+from gcbench.tokenizer.errors import TokenFileError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,19 +99,9 @@ def write_tokens(path: str | os.PathLike[str], ids: Any, merges: _MergesLike) ->
         raise ValueError(f"ids must lie in [0, {vocab_size}), got [{int(arr.min())}, {int(arr.max())}]")
     header = HEADER.pack(TOKEN_MAGIC, TOKEN_VERSION, itemsize, vocab_size, 0, arr.size, bytes.fromhex(merges.sha256))
     body = arr.astype("<u2" if itemsize == 2 else "<u4").tobytes()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(header)
-            fh.write(body)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise OutputError(path, f"cannot write token file: {exc.strerror or exc}") from None
+    from gcbench.tokenizer.bpe import atomic_write
+
+    atomic_write(Path(path), header, body, what="cannot write token file")
     return int(arr.size)
 
 
