@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from gcbench.errors import GCBenchError, StoreError
+
+class Runner(str, Enum):
+    """Where trials run."""
+
+    local = "local"
+    docker = "docker"
+
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="GC-Bench: energy benchmarks of GPU ML work.")
 plan_app = typer.Typer(no_args_is_help=True, help="Validate and expand plans.")
@@ -59,22 +67,23 @@ def plan_expand(
         table.add_column(col)
     for s in specs:
         table.add_row(str(s.order), s.trial_id, escape(s.variant), str(s.repetition), s.kind, ",".join(map(str, s.devices)), str(s.seed))
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped: no wrapping or cut-off ids
+        console = Console(width=max(120, max((len(s.variant) for s in specs), default=0) + 80))
+    console.print(table)
 
 
 @app.command("run")
 def run_plan(
     plan_file: Path = typer.Argument(..., help="Plan YAML file."),
-    runner: Optional[str] = typer.Option(None, help="local or docker (default: the plan's)."),
+    runner: Optional[Runner] = typer.Option(None, help="Runner (default: the plan's)."),
     repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
     variant: Optional[list[str]] = typer.Option(None, help="Run only this variant (repeatable)."),
 ) -> None:
     """Run a plan's DAG in-process (Airflow dag.test()) and print the report's path."""
     from gcbench.runprogress import run_with_progress
 
-    if runner not in (None, "local", "docker"):
-        raise typer.BadParameter("runner must be local or docker")
-    code = run_with_progress(plan_file, runner, repetitions, variant or [])
+    code = run_with_progress(plan_file, runner.value if runner else None, repetitions, variant or [])
     if code:
         raise typer.Exit(code)
 
@@ -115,25 +124,25 @@ def doctor_cmd(
 
 
 def main() -> None:
-    """Entry point of the ``gcbench`` script."""
+    """Entry point of the ``gcbench`` script.
+
+    Exit status: 0 ok; 1 a GC-Bench error (one line on stderr) or a failed run; 2 a plan
+    error or a usage error; 130 interrupted.
+    """
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except GCBenchError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except (typer.BadParameter, typer.Exit) as exc:  # pragma: no cover - typer's own handling
-        raise exc
-    except SystemExit:
-        raise
-    except Exception as exc:  # noqa: BLE001 - click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except typer.TyperException as exc:  # usage errors: bad option value, unknown command, missing argument
+        if hasattr(exc, "show"):
             exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        else:
+            typer.echo(f"error: {exc}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

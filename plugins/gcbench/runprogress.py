@@ -50,7 +50,7 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
 
     from gcbench.plan import expand, load_plan
 
-    console = Console()
+    console = Console(soft_wrap=True)  # paths stay whole when the output is piped
     plan = load_plan(plan_file)
     n_trials = len(expand(plan, repetitions=repetitions, only_variants=variants or None))
     logs = config.home() / "logs"
@@ -91,9 +91,19 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
     bad = {k: v for k, v in status["tasks"].items() if v not in ("success", "skipped")}
     for task_id, state in sorted(bad.items()):
         console.print(f"  task {task_id}: {state}")
+    counts = status.get("trials") or {}
+    if counts and "error" not in counts:
+        console.print(f"trials: {counts['ok']} ran ({counts['valid']} valid, {counts['invalid']} invalid), "
+                      f"{counts['failed']} failed, {counts['skipped']} skipped")
+        if counts["failed"]:
+            console.print("[yellow]failed trials keep their error and log tail in the report's "
+                          "'Failed and skipped trials' table[/yellow]")
     if status.get("report"):
         console.print(f"report: {status['report']}")
         console.print(f"         {Path(status['report']).with_name('report.md')}")
     else:
         console.print(f"[red]no report was written; see {log_path}[/red]")
+    if counts and not counts.get("valid"):
+        console.print("[red]no trial of this run is valid: the report has no statistics[/red]")
+        return 1
     return 0 if ok and status.get("report") else 1

@@ -16,7 +16,10 @@ devices: [2, 3]
 workloads:
   - name: copy
     kind: h2d
-    matrix: {memory: ["pinned; rm -rf /", pageable]}
+    matrix: {memory: [pinned, pageable]}
+  - name: shell
+    kind: noop
+    settings: {note: "pinned; rm -rf / $(reboot) `id` | cat &&"}
   - name: resnet
     kind: resnet_cifar
     settings: {gpus: 2, power_cap_w: 250}
@@ -75,7 +78,7 @@ def test_engine_address_comes_from_docker_host(monkeypatch):
 
 
 def test_plan_values_never_reach_a_shell():
-    spec = next(s for s in expand(plan_from_text(PLAN)) if "rm -rf" in str(s.factors.get("memory")))
+    spec = next(s for s in expand(plan_from_text(PLAN)) if "rm -rf" in str(s.settings.get("note")))
     kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))
     # The command is an argv list naming the spec file; the factor value stays inside spec.json.
     assert isinstance(kw["command"], list) and not any("rm -rf" in part for part in kw["command"])

@@ -65,12 +65,12 @@ def test_trial_id_pinned_value():
 
 def test_new_variant_adds_ids_and_changes_none():
     old = {s.trial_id for s in expand(plan_from_text(PLAN))}
-    grown = PLAN.replace("[pinned, pageable]", "[pinned, pageable, other]").replace(
-        "kind: h2d", "kind: h2d\n    settings: {}")
-    new = {s.trial_id for s in expand(plan_from_text(PLAN.replace("memory: [pinned, pageable]", "memory: [pinned, pageable, mapped]")))}
-    assert old < new and len(new - old) == 4
-    assert grown  # the settings: {} spelling gives the same effective settings
-    assert {s.trial_id for s in expand(plan_from_text(grown.replace(", other", "")))} == old
+    grown = PLAN.replace("size_bytes: [1048576, 4194304]", "size_bytes: [1048576, 4194304, 16777216]")
+    new = {s.trial_id for s in expand(plan_from_text(grown))}
+    assert old < new and len(new - old) == 4  # 2 memory kinds x 1 new size x 2 repetitions
+    # an explicit empty settings block gives the same effective settings, hence the same ids
+    same = PLAN.replace("kind: h2d", "kind: h2d\n    settings: {}")
+    assert {s.trial_id for s in expand(plan_from_text(same))} == old
 
 
 def test_more_repetitions_keep_existing_ids():

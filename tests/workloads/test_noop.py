@@ -18,8 +18,9 @@ def test_seconds_window_sleeps_for_the_window(context, make_spec):
     ctx = context(spec)
     out = noop.run(spec, ctx)
     assert out["window_mode"] == "seconds"
-    assert 0.2 <= ctx.duration() < 0.6
-    assert 10 <= out["steps"] <= 11
+    assert 0.2 <= ctx.duration() < 1.0
+    # whole 20-ms sleeps until 0.2 s have passed: at most 11, fewer when a loaded machine oversleeps
+    assert 2 <= out["steps"] <= 11 and out["steps"] * 0.02 <= ctx.duration() + 0.02
 
 
 def test_noop_does_not_import_torch():

@@ -63,6 +63,25 @@ def ensure_pools(dag) -> None:
                                        include_deferred=False)
 
 
+def trial_counts(dag_id: str, run_id: str) -> dict[str, int]:
+    """Trials stored for a run: ``{"ok": n, "valid": n, "invalid": n, "failed": n, "skipped": n}``."""
+    from gcbench.errors import StoreError
+    from gcbench.store import db
+
+    counts = {"ok": 0, "valid": 0, "invalid": 0, "failed": 0, "skipped": 0}
+    try:
+        with db.connection() as conn, conn.cursor() as cur:
+            cur.execute("SELECT t.status, t.valid, count(*) FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
+                        "WHERE r.dag_id = %s AND r.run_id = %s GROUP BY 1, 2", (dag_id, run_id))
+            for status, valid, n in cur.fetchall():
+                counts[status] = counts.get(status, 0) + n
+                if status == "ok":
+                    counts["valid" if valid else "invalid"] += n
+    except StoreError as exc:  # the run's own state already says what failed
+        counts["error"] = str(exc)
+    return counts
+
+
 def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
         variants: list[str] | None = None, logical_date: str | None = None) -> int:
     """Run the plan's DAG once with dag.test(); write the outcome to ``status_path``.
@@ -100,9 +119,10 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
     status = {"dag_id": dag.dag_id, "run_id": dag_run.run_id, "state": str(dag_run.state),
               "tasks": states, "report": str(report) if report.exists() else None,
               "run_dir": str(config.run_dir(plan.name, dag_run.run_id))}
-    status_path.write_text(json.dumps(status, indent=2))
     from gcbench.store import db
 
+    status["trials"] = trial_counts(plan.dag_id, dag_run.run_id)
+    status_path.write_text(json.dumps(status, indent=2))
     db.stop_embedded()
     return 0 if str(dag_run.state) == "success" else 1
 

@@ -96,6 +96,50 @@ def _devices_for(entry: WorkloadEntry, settings: dict[str, Any], plan: Plan) -> 
     return list(plan.devices[:gpus])
 
 
+def settings_checker(kind: str):
+    """The workload module's ``check_settings(cfg)`` (raises ValueError), or None."""
+    from gcbench.workloads import load
+
+    return getattr(load(kind), "check_settings", None)
+
+
+def _type_problem(value: Any, default: Any) -> str | None:
+    if default is None or value is None:
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, int):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "must be an integer"
+    if isinstance(default, float):
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "must be a string"
+    return None
+
+
+def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, checker) -> tuple[str, str] | None:
+    """(setting, message) for the first bad value of one variant's effective settings, or None.
+
+    Types follow the workload's defaults (an integer setting takes integers, ...);
+    then the workload's own ``check_settings`` judges choices and ranges, so a plan
+    with ``memory: pinnned`` fails at validation, not when its trials run.
+    """
+    if defaults is None:
+        return None
+    for key, value in settings.items():
+        problem = _type_problem(value, defaults.get(key))
+        if problem:
+            return key, f"{problem}, got {value!r}"
+    if checker is not None:
+        try:
+            checker({**defaults, **settings})
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            message = str(exc)
+            key = next((k for k in settings if k in message), next(iter(settings), ""))
+            return key, message
+    return None
+
+
 def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") -> None:
     """Checks that need the whole plan: non-empty matrices, known settings, GPU counts.
 
@@ -123,8 +167,15 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
                     if key not in defaults and key != "gpus":
                         raise PlanError(source, lines.get(("workloads", i, where, key)), f"workloads[{i}].{where}.{key}",
                                         f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}")
+        checker = settings_checker(w.kind)
         for combo in combos:
             settings = {**w.settings, **combo}
+            problem = check_values(settings, defaults, checker)
+            if problem is not None:
+                key, message = problem
+                where = "matrix" if key in combo else "settings"
+                raise PlanError(source, lines.get(("workloads", i, where, key), lines.get(("workloads", i))),
+                                f"workloads[{i}].{where}.{key}", message)
             gpus = settings.get("gpus", 1)
             if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
                 raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus", f"gpus must be a positive integer, got {gpus!r}")

@@ -53,15 +53,21 @@ CHECK_BYTES = 64 * MIB
 """In a seconds window, look at the clock after about this many bytes of copies."""
 
 
+def check_settings(cfg: dict) -> None:
+    """Raise ValueError on a memory kind other than pinned/pageable or a size outside 1 MiB..1 GiB."""
+    if cfg["memory"] not in ("pinned", "pageable"):
+        raise ValueError(f"h2d setting memory must be pinned or pageable, got {cfg['memory']!r}")
+    size = cfg["size_bytes"]
+    if isinstance(size, bool) or not isinstance(size, int) or not MIB <= size <= GIB:
+        raise ValueError(f"h2d setting size_bytes must be an integer in 1 MiB..1 GiB, got {size!r}")
+
+
 def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     """Copy a ``size_bytes`` host buffer to the device; see the module docstring."""
     cfg = settings(spec, DEFAULTS)
+    check_settings(cfg)
     memory = cfg["memory"]
-    if memory not in ("pinned", "pageable"):
-        raise ValueError(f"h2d setting memory must be pinned or pageable, got {memory!r}")
     size = int(cfg["size_bytes"])
-    if not MIB <= size <= GIB:
-        raise ValueError(f"h2d setting size_bytes must lie in 1 MiB..1 GiB, got {size}")
     pin_inside = bool(cfg["pin_inside_window"])
 
     import torch
