@@ -10,19 +10,22 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from gcbench import config
 from gcbench.report import web
 
 RUN_ID = "manual__2025-01-01T00:00:00+00:00"
+RUN_KEY = config.run_key(RUN_ID)  # the folder the report writer uses (build.report_run)
 
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory, simulated_report):
-    """A reports folder with the simulated report as synthetic-test/<run id>, a second
-    run without report.json, and a secret file beside the folder."""
+    """A reports folder laid out as the report writer lays it out: the simulated report
+    as synthetic-test/<config.run_key(run id)>, a second run without report.json, and a
+    secret file beside the folder."""
     base = tmp_path_factory.mktemp("web")
     root = base / "reports"
     _, paths = simulated_report
-    shutil.copytree(paths.out_dir, root / "synthetic-test" / RUN_ID)
+    shutil.copytree(paths.out_dir, root / "synthetic-test" / RUN_KEY)
     (root / "synthetic-test" / "scheduled__2024-12-31").mkdir(parents=True)
     (root / "synthetic-test" / "scheduled__2024-12-31" / "report.html").write_text("<h1>old</h1>")
     (base / "secret.txt").write_text("do not serve")
@@ -42,7 +45,7 @@ def test_index_lists_plans_runs_and_report_links(client):
     r = client.get("/")
     assert r.status_code == 200 and "GC-Bench reports" in r.text
     assert "synthetic-test" in r.text and "gcbench__smoke" in r.text
-    assert 'href="reports/synthetic-test/manual__2025-01-01T00%3A00%3A00%2B00%3A00/report.html"' in r.text
+    assert f'href="reports/synthetic-test/{RUN_KEY}/report.html"' in r.text
     assert "SIMULATED" in r.text
 
 
@@ -51,17 +54,20 @@ def test_api_lists_runs_newest_first_with_headlines(client):
     assert [p["plan"] for p in plans] == ["smoke", "synthetic-test"]
     runs = plans[1]["runs"]
     assert [r["run_id"] for r in runs] == [RUN_ID, "scheduled__2024-12-31"]
+    assert runs[0]["folder"] == RUN_KEY
     assert runs[0]["simulated"] is True and runs[0]["headlines"]
     assert client.get("/api/plans/synthetic-test/runs").json()[0]["run_id"] == RUN_ID
     assert client.get("/api/plans/nope/runs").status_code == 404
 
 
 def test_report_files_are_served(client):
-    base = "/reports/synthetic-test/manual__2025-01-01T00%3A00%3A00%2B00%3A00"
+    base = f"/reports/synthetic-test/{RUN_KEY}"
     r = client.get(f"{base}/report.html")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "GC-Bench report: synthetic-test" in r.text
-    assert client.get(f"{base}/trials.csv").text.startswith("data_source,")
+    assert client.get(f"{base}/trials.csv").text.startswith("gpu_energy_source,")
+    raw = "/reports/synthetic-test/manual__2025-01-01T00%3A00%3A00%2B00%3A00/report.html"
+    assert client.get(raw).status_code == 200  # the raw run id finds the run_key folder
     assert client.get(f"{base}/co2e.png").content[:4] == b"\x89PNG"
     assert client.get(f"{base}/report.md").headers["content-type"].startswith("text/markdown")
     assert client.get(f"{base}/missing.csv").status_code == 404
@@ -84,8 +90,7 @@ def test_path_traversal_is_refused(client, path):
 def test_dag_run_link_redirects_to_its_report(client):
     r = client.get(f"/dag_runs/gcbench__synthetic-test/{RUN_ID}", follow_redirects=False)
     assert r.status_code == 307
-    assert r.headers["location"] == ("../../reports/synthetic-test/"
-                                     "manual__2025-01-01T00%3A00%3A00%2B00%3A00/report.html")
+    assert r.headers["location"] == f"../../reports/synthetic-test/{RUN_KEY}/report.html"
     r = client.get("/dag_runs/gcbench__synthetic-test/manual__2030-01-01", follow_redirects=False)
     assert r.status_code == 404 and "No report yet" in r.text
 
@@ -110,8 +115,27 @@ def test_reports_dir_from_environment(monkeypatch, reports):
     assert "synthetic-test" in [p["plan"] for p in r.json()]
 
 
-def test_report_dir_and_safe_segment():
-    assert web.report_dir(Path("/r"), "smoke", RUN_ID) == Path("/r/smoke") / RUN_ID
+def test_index_says_it_is_not_behind_login_and_hides_absolute_paths(client, reports):
+    root, _ = reports
+    text = client.get("/").text
+    assert 'id="access-note"' in text and "not behind Airflow's login" in text
+    assert str(root) not in text and str(root.parent) not in text
+
+
+def test_dag_run_link_finds_a_folder_named_by_the_raw_run_id(tmp_path):
+    raw = tmp_path / "smoke" / RUN_ID
+    raw.mkdir(parents=True)
+    (raw / "report.html").write_text("<h1>raw</h1>")
+    r = TestClient(web.create_app(tmp_path, tmp_path)).get(f"/dag_runs/gcbench__smoke/{RUN_ID}")
+    assert r.status_code == 200 and "raw" in r.text
+
+
+def test_report_dir_and_safe_segment(tmp_path):
+    assert web.report_dir(Path("/r"), "smoke", RUN_ID) == Path("/r/smoke") / RUN_KEY
+    assert RUN_KEY == "manual__2025-01-01T00_00_00_00_00"
+    (tmp_path / "smoke" / RUN_ID).mkdir(parents=True)
+    (tmp_path / "smoke" / RUN_ID / "report.html").write_text("x")
+    assert web.report_dir(tmp_path, "smoke", RUN_ID) == tmp_path / "smoke" / RUN_ID
     assert web.safe_segment("a/b") == "a_b"
     for bad in ("", ".", ".."):
         with pytest.raises(ValueError):

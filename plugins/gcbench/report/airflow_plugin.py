@@ -11,9 +11,12 @@ the two external views as iframes:
   the placeholders and the app redirects to that run's report.
 
 ``href`` values are relative (no leading slash) so that they follow Airflow's base URL.
-The app serves files only from the reports folder (``GCBENCH_REPORTS_DIR``). Like
-Airflow plugin apps in general, it is not behind Airflow's authentication: expose the
-API server accordingly.
+The app serves files only from the reports folder (``GCBENCH_REPORTS_DIR``).
+
+Access: the ``/gcbench`` pages are NOT behind Airflow's login. Airflow 3 does not
+authenticate plugin FastAPI apps, so anyone who can reach the API server can read every
+report; expose the API server only to people who may see them (the index page says so
+in its footer).
 
 This module imports only Airflow's plugin base class and FastAPI (no pandas, SciPy or
 matplotlib): Airflow imports plugins in every component.

@@ -3,7 +3,13 @@
 Mounted inside Airflow's API server by :mod:`gcbench.report.airflow_plugin` under
 ``/gcbench``; usable on its own too (``uvicorn gcbench.report.web:app``). Reports lie
 under the reports folder (``GCBENCH_REPORTS_DIR``, default ``<repo>/reports``) as
-``<plan>/<run id>/report.html`` (see :func:`report_dir`).
+``<plan>/<run key>/report.html``, where the run key is :func:`gcbench.config.run_key`
+of the Airflow run id (``manual__2025-01-01T00:00:00+00:00`` ->
+``manual__2025-01-01T00_00_00_00_00``), as the report writer names it (see
+:func:`report_dir`; a folder named by the raw run id is found too).
+
+Access: Airflow 3 does not put plugin FastAPI apps behind its login, so these pages
+are readable by anyone who can reach the API server; expose it accordingly.
 
 Routes (relative to the mount point):
 
@@ -17,8 +23,8 @@ Routes (relative to the mount point):
 Any path that resolves outside the reports folder is refused (403); links in the index
 are relative, so the app works behind Airflow's base URL or a proxy prefix.
 
-Only the standard library and FastAPI are imported here: Airflow imports this module
-in every component that loads plugins.
+Only the standard library, FastAPI and :mod:`gcbench.config` (standard library only)
+are imported here: Airflow imports this module in every component that loads plugins.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+
+from gcbench.config import run_key
 
 REPORTS_ENV = "GCBENCH_REPORTS_DIR"
 PLANS_ENV = "GCBENCH_PLANS_DIR"
@@ -74,8 +82,16 @@ def safe_segment(name: str) -> str:
 
 
 def report_dir(root: Path, plan: str, run_id: str) -> Path:
-    """``root/<plan>/<run id>/``, the folder of one run's report (use it when writing)."""
-    return Path(root) / safe_segment(plan) / safe_segment(run_id)
+    """``root/<plan>/<run_key(run id)>/``, the folder of one run's report, as
+    :func:`gcbench.report.build.report_run` writes it. Where only a folder named by the
+    raw run id holds a report (older layout), that folder."""
+    plan_dir = Path(root) / safe_segment(plan)
+    keyed = plan_dir / safe_segment(run_key(run_id))
+    if not (keyed / REPORT_FILE).is_file():
+        raw = plan_dir / safe_segment(run_id)
+        if (raw / REPORT_FILE).is_file():
+            return raw
+    return keyed
 
 
 def _inside(root: Path, *parts: str) -> Path:
@@ -97,7 +113,7 @@ def _read_summary(run_dir: Path) -> dict:
 def list_runs(root: Path, plan: str) -> list[dict]:
     """Runs of one plan that have a report, newest first.
 
-    Each: run_id, logical_date, generated_at, simulated, title, headlines, url (relative
+    Each: run_id (from report.json, else the folder name), folder, logical_date, generated_at, simulated, title, headlines, url (relative
     to the app root), files (names in the folder).
     """
     plan_dir = _inside(root, plan)
@@ -109,7 +125,8 @@ def list_runs(root: Path, plan: str) -> list[dict]:
             continue
         s = _read_summary(run_dir)
         runs.append(dict(
-            run_id=run_dir.name, logical_date=s.get("logical_date"),
+            run_id=s.get("run_id") or run_dir.name, folder=run_dir.name,
+            logical_date=s.get("logical_date"),
             generated_at=s.get("generated_at"), simulated=bool(s.get("simulated", False)),
             title=s.get("title") or f"GC-Bench report: {plan}",
             headlines=list(s.get("headlines") or []), counts=s.get("counts") or {},
@@ -131,6 +148,10 @@ def list_plans(root: Path, plans_dir: Path | None = None) -> list[dict]:
     return [dict(plan=n, dag_id=DAG_ID_PREFIX + n, runs=list_runs(root, n)) for n in sorted(names)]
 
 
+ACCESS_NOTE = ("These /gcbench pages are not behind Airflow's login: Airflow 3 does not "
+               "authenticate plugin apps, so anyone who can reach the API server can read "
+               "these reports. Expose the API server only to people who may see them.")
+
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
@@ -148,7 +169,8 @@ th {{ background: #f2f5f8; }}
 
 def _index_html(plans: list[dict], root: Path) -> str:
     e = html.escape
-    parts = [f'<p class="small">Reports folder: <code>{e(str(root))}</code></p>']
+    parts = ['<p class="small">Report links are relative to the reports folder '
+             '(<code>&lt;plan&gt;/&lt;run&gt;/report.html</code>).</p>']
     if not plans:
         parts.append("<p>No reports yet. Run a plan's DAG (gcbench__&lt;plan&gt;) and its "
                      "report task writes one here.</p>")
@@ -173,6 +195,7 @@ def _index_html(plans: list[dict], root: Path) -> str:
                         f'<td>{e(r["logical_date"] or "")}</td><td>{e(trials)}</td>'
                         f'<td class="small">{heads}</td><td class="small">{files}</td></tr>')
         parts.append("<table>" + "".join(rows) + "</table>")
+    parts.append(f'<footer class="small" id="access-note">{ACCESS_NOTE}</footer>')
     return _PAGE.format(title="GC-Bench reports", body="\n".join(parts))
 
 
@@ -207,6 +230,8 @@ def create_app(root: Path | None = None, plans_dir: Path | None = None) -> FastA
 
     @app.get("/reports/{plan}/{run_id}/{file_path:path}")
     def report_file(plan: str, run_id: str, file_path: str):
+        if not _inside(_root(), plan, run_id).is_dir():
+            run_id = run_key(run_id)  # a raw Airflow run id: the writer's folder name
         target = _inside(_root(), plan, run_id, file_path or REPORT_FILE)
         if target.is_dir():
             target = _inside(target, REPORT_FILE)
