@@ -21,10 +21,10 @@ setup: $(STAMP)
 
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
 system-deps:
-	@bash scripts/system_deps.sh go chromium
+	@bash scripts/system_deps.sh go cargo chromium
 
 demo: setup
-	@bash scripts/system_deps.sh go
+	@bash scripts/system_deps.sh go cargo
 	$(VENV)/bin/gcbench run plans/smoke.yaml
 
 test: setup system-deps

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages GC-Bench needs, when missing and when we may (root).
-#   scripts/system_deps.sh go            the Go toolchain (the Go tokenizer)
-#   scripts/system_deps.sh go chromium   plus Chromium (the UI tests)
+#   scripts/system_deps.sh go cargo           the Go and Rust toolchains (the native tokenizers)
+#   scripts/system_deps.sh go cargo chromium  plus Chromium (the UI tests)
 set -euo pipefail
-declare -A binary=([go]=go [chromium]=chromium)
-declare -A package=([go]=golang-go [chromium]=chromium)
+declare -A binary=([go]=go [cargo]=cargo [chromium]=chromium)
+declare -A package=([go]=golang-go [cargo]=cargo [chromium]=chromium)
 need=()
 for what in "${@:-go}"; do
   command -v "${binary[$what]}" >/dev/null 2>&1 || need+=("${package[$what]}")

@@ -123,6 +123,28 @@ def doctor_cmd(
     typer.echo(json.dumps(findings, indent=2, default=str) if as_json else doctor.format_text(findings))
 
 
+@app.command("runs")
+def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's runs."),
+             limit: int = typer.Option(20, help="How many of the newest runs.")) -> None:
+    """List stored DAG runs (newest first) with their trials and report path."""
+    from gcbench.store import db
+
+    with db.connection() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT r.plan_name, r.run_id, r.logical_date, count(t.id), count(t.id) FILTER (WHERE t.valid), "
+            "count(t.id) FILTER (WHERE t.status = 'failed'), rep.html_path FROM dag_runs r "
+            "LEFT JOIN trials t ON t.dag_run_id = r.id LEFT JOIN reports rep ON rep.dag_run_id = r.id "
+            "WHERE (%s::text IS NULL OR r.plan_name = %s) GROUP BY r.id, rep.html_path "
+            "ORDER BY r.created_at DESC LIMIT %s", (plan, plan, limit))
+        rows = cur.fetchall()
+    if not rows:
+        typer.echo("no stored runs" + (f" of plan {plan!r}" if plan else ""))
+        return
+    for plan_name, run_id, logical, n, valid, failed, html in rows:
+        when = logical.isoformat() if logical else "-"
+        typer.echo(f"{plan_name}\t{run_id}\tlogical {when}\t{n} trials, {valid} valid, {failed} failed\t{html or 'no report'}")
+
+
 def main() -> None:
     """Entry point of the ``gcbench`` script.
 

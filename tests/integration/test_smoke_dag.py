@@ -73,3 +73,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     missing = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", "no-such-run"], capture_output=True,
                              text=True, env=env, timeout=300)
     assert missing.returncode == 1 and missing.stderr.strip() == "error: no stored run 'no-such-run'"
+    runs = subprocess.run([sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert runs.returncode == 0
+    assert f"smoke\t{status['run_id']}\t" in runs.stdout and "18 trials, 18 valid, 0 failed" in runs.stdout
