@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from synthetic import make_report_data
@@ -80,3 +82,74 @@ def test_trials_frame_with_missing_optional_columns_and_json_strings():
 def test_pareto_front():
     pts = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (float("nan"), 0.0)]
     assert pareto_front(pts) == [0, 1, 3]
+
+
+def test_headlines_significant_first_and_non_significant_phrased_as_no_difference():
+    data = make_report_data(kinds=("tinylm", "h2d"), n_rep=10, failures=False)
+    a = analyze(data, FAST)
+    heads = a.headlines
+    sig = [i for i, r in enumerate(a.headline_rows()) if r.result.significant]
+    nsig = [i for i, r in enumerate(a.headline_rows()) if r.result.significant is False]
+    assert sig and nsig and max(sig) < min(nsig)
+    assert any(re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\) \(95 % CI "
+                         r"[-+][\d.]+ % to [-+][\d.]+ %; p [=<] [\d.]+, significant\)", h)
+               for h in heads)
+    pattern = (r"^tinylm-infer: no significant difference in GPU J/token between "
+               r"path=external-rust and path=external-go \(change [-+]\d+\.\d\d %, 95 % CI "
+               r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %; p = [\d.]+\)\.$")
+    assert any(re.search(pattern, h) for h in heads)
+    assert not any("not significant" in h for h in heads)
+
+
+def test_simulated_label_only_on_energy_derived_comparisons():
+    data = make_report_data(kinds=("tinylm",), n_rep=4, failures=False, simulated=True)
+    a = analyze(data, FAST)
+    by_metric = {}
+    for r in a.comparisons:
+        by_metric.setdefault(r.result.metric, set()).add(r.simulated)
+    assert by_metric["j_per_token"] == {True} and by_metric["tokens_per_s"] == {False}
+    for r in a.comparisons:
+        assert r.headline.startswith("SIMULATED:") == (r.result.metric != "tokens_per_s")
+
+
+def test_observed_rate_ignores_edge_bursts_and_sim_power_update_is_not_reported():
+    from gcbench.report.analysis import observed_rate_hz, probe_samples
+
+    regular = np.arange(0.0, 3.0, 0.05)  # 20 Hz
+    bursts = np.concatenate([e + np.arange(0.001, 0.3, 0.002) for e in (0.5, 1.7, 2.5)])
+    t = np.sort(np.concatenate([regular, bursts]))
+    assert 1 / np.median(np.diff(t)) > 300  # what a plain median reported
+    hz, n_burst = observed_rate_hz(t, 20.0)
+    assert hz == pytest.approx(20.0, rel=0.02) and n_burst > 300
+    assert observed_rate_hz(t, None)[0] == pytest.approx(20.0, rel=0.02)
+    import pandas as pd
+
+    s = pd.DataFrame(dict(t_s=t, device="gpu0", source="simulated",
+                          power_instant_w=np.where((t > 0.5) & (t < 1.7), 300.0, 60.0),
+                          energy_j=np.floor(t / 0.1) * 10.0))
+    (p,) = probe_samples("x", "simulated", s, 20.0)
+    assert p.simulated and p.power_update_s is None and p.configured_hz == 20.0
+    assert p.sample_hz == pytest.approx(20.0, rel=0.02)
+
+
+def test_edge_correction_statement_follows_the_methods():
+    from gcbench.report.analysis import edge_correction_statement
+
+    sim = edge_correction_statement(["simulated"] * 3)
+    assert "did not apply" in sim and "3 trials used the simulated device" in sim
+    smi = edge_correction_statement(["nvidia-smi-power-integration"] * 2)
+    assert "did not apply" in smi and "nvidia-smi" in smi
+    nv = edge_correction_statement(["nvml-counter-edge-corrected"] * 4 + ["simulated"])
+    assert nv.startswith("Edge correction applied to 4 of 5 trials")
+
+
+def test_simulated_model_from_constants_when_the_frame_lacks_it():
+    from gcbench.report.analysis import simulated_model
+
+    data = make_report_data(kinds=("noop",), n_rep=2, failures=False, simulated=True)
+    a = analyze(data, FAST)
+    m = a.measurement.simulated_model
+    assert (m["idle_w"], m["busy_w"], m["recorded"]) == (60.0, 300.0, False)
+    t = a.trials.copy()
+    t["simulated_idle_w"], t["simulated_busy_w"] = 50.0, 250.0
+    assert simulated_model(t)["busy_w"] == 250.0 and simulated_model(t)["recorded"]

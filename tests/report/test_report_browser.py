@@ -18,6 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from gcbench import config
 from gcbench.report import web
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,7 +44,7 @@ def server(tmp_path, simulated_report):
 
     _, paths = simulated_report
     root = tmp_path / "reports"
-    shutil.copytree(paths.out_dir, root / "synthetic-test" / RUN_ID)
+    shutil.copytree(paths.out_dir, root / "synthetic-test" / config.run_key(RUN_ID))
     outer = FastAPI()
     outer.mount("/gcbench", web.create_app(root, tmp_path / "plans"))
     port = _free_port()
@@ -96,3 +97,22 @@ def test_index_renders_in_headless_chromium(server, tmp_path):
     dom = _chromium(tmp_path, "--dump-dom", f"{server}/gcbench/")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "GC-Bench reports" in dom.stdout and "synthetic-test" in dom.stdout
+
+
+def test_groups_tables_fit_a_1280_px_window(measured_report, tmp_path):
+    """Every column of every groups table is inside a 1280-px-wide window (no sideways
+    scrolling hides columns)."""
+    _, paths = measured_report
+    probe = """<script>
+    const w = document.documentElement.clientWidth;
+    const bad = [...document.querySelectorAll('table.groups')].filter(
+        t => t.getBoundingClientRect().right > w + 1 || t.scrollWidth > t.clientWidth + 1);
+    document.body.setAttribute('data-fit', bad.length ? 'overflow' : 'ok');
+    document.body.setAttribute('data-tables', document.querySelectorAll('table.groups').length);
+    </script></body>"""
+    page = tmp_path / "report.html"
+    page.write_text(paths.html.read_text(encoding="utf-8").replace("</body>", probe),
+                    encoding="utf-8")
+    dom = _chromium(tmp_path, "--window-size=1280,900", "--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-fit="ok"' in dom.stdout and 'data-tables="4"' in dom.stdout

@@ -13,7 +13,8 @@ from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
 def test_trials_csv_has_every_trial_and_contract_column(measured_report):
     data, paths = measured_report
     df = pd.read_csv(paths.csv["trials"])
-    assert list(df.columns[:1 + len(TRIAL_COLUMNS)]) == ["data_source", *TRIAL_COLUMNS]
+    assert list(df.columns[:2 + len(TRIAL_COLUMNS)]) == ["gpu_energy_source", "simulated_columns",
+                                                         *TRIAL_COLUMNS]
     assert {"used_in_statistics", *METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high"} <= set(df.columns)
     assert len(df) == len(data.trials)
     assert df.loc[0, "reasons"] == "window_too_short; counter_decreased"
@@ -43,3 +44,29 @@ def test_comparisons_csv_columns_and_holm(measured_report):
     assert (tested["p_mannwhitney_holm"] >= tested["p_mannwhitney"] - 1e-12).all()
     assert set(df["factor"]) == {"path", "memory", "gpus", "precision", "power_cap_w"}
     assert "size_mib" not in set(df["factor"])  # a numeric sweep: plotted, not tested
+
+
+def test_simulated_csvs_label_per_metric(simulated_report):
+    """Only columns/rows derived from simulated GPU energy are labelled simulated;
+    durations, tokens and throughput stay measured."""
+    _, paths = simulated_report
+    t = pd.read_csv(paths.csv["trials"], keep_default_na=False)
+    assert (t["gpu_energy_source"] == "simulated").all()
+    cols = t.loc[t["gpu_energy_j"] != "", "simulated_columns"].str.split("; ")
+    assert all({"gpu_energy_j", "j_per_token", "co2e_kg"} <= set(c) for c in cols)
+    assert not any({"duration_s", "tokens", "tokens_per_s"} & set(c) for c in cols)
+    g = pd.read_csv(paths.csv["groups"])
+    src = dict(zip(g["metric"], g["data_source"]))
+    assert src["tokens_per_s"] == "measured" and src["duration_s"] == "measured"
+    assert src["j_per_token"] == "SIMULATED" and src["co2e_kg"] == "SIMULATED"
+    c = pd.read_csv(paths.csv["comparisons"])
+    assert set(c.loc[c["metric"] == "tokens_per_s", "data_source"]) == {"measured"}
+    assert set(c.loc[c["metric"] == "j_per_token", "data_source"]) == {"SIMULATED"}
+
+
+def test_measured_csvs_name_the_sensor(measured_report):
+    _, paths = measured_report
+    t = pd.read_csv(paths.csv["trials"], keep_default_na=False)
+    assert set(t["gpu_energy_source"]) <= {"nvml", "nvidia-smi", "unavailable"}
+    assert (t["simulated_columns"] == "").all()
+    assert (pd.read_csv(paths.csv["groups"])["data_source"] == "measured").all()

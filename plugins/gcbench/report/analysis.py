@@ -36,6 +36,7 @@ from gcbench.report.metrics import (
     ENERGY_METRIC_ORDER,
     describe_method,
     info,
+    is_simulated_metric,
     kind_compared,
     kind_metrics,
 )
@@ -298,7 +299,9 @@ class ComparisonRow:
         factor, treatment_level, baseline_level: the one factor they differ in.
         context: the other factor values, e.g. ``batch_size=8``.
         inconclusive: a side has too few valid repetitions: not tested.
-        simulated: a side contains simulated trials.
+        simulated: a side contains simulated trials and the metric is derived from GPU
+            energy (durations, rates and accuracy are measured even on the simulated
+            device).
         result: the statistics.
         headline: the sentence in the studies' form.
     """
@@ -403,7 +406,8 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
                 baseline_level=base.factors.get(factor),
                 context=_fmt_factors(treat.factors, skip=[factor, *constant[treat.workload]]),
                 inconclusive=treat.inconclusive or base.inconclusive,
-                simulated=treat.simulated or base.simulated, result=res,
+                simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
+                result=res,
             ))
     family = [i for i, r in enumerate(rows) if not r.inconclusive]
     adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
@@ -445,7 +449,10 @@ def fmt_p(p: float | None) -> str:
 
 def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSettings) -> str:
     """The studies' sentence: ``X cut GPU J/token by 6.73 % (95 % CI -8.1 % to -5.2 %;
-    p = 0.002, significant) against Y``, prefixed ``SIMULATED:`` when it is.
+    p = 0.002, significant) against Y`` for a significant difference, ``no significant
+    difference in GPU J/token between X and Y (change +0.41 %, 95 % CI -1.2 % to
+    +2.0 %; p = 0.53)`` otherwise; prefixed ``SIMULATED:`` when the metric comes from
+    the simulated device's energy.
 
     ``p`` is the Holm-adjusted Mann-Whitney U p-value; the CI is that of the
     percentage change of the medians."""
@@ -466,18 +473,19 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
     if c.pct_change is None:
         return f"{prefix}{where}: {x} against {y} on {mi.label}: no percentage change ({c.note})."
     pct = c.pct_change
+    conf = round(settings.confidence * 100)
+    ci = (f"{conf} % CI {c.pct_ci_low:+.2f} % to {c.pct_ci_high:+.2f} %"
+          if c.pct_ci_low is not None else f"no CI: {c.ci_reason}")
+    if not c.significant:
+        test = (fmt_p(c.p_mannwhitney_holm) if c.significant is not None
+                else (f"not tested: {c.note}" if c.note else "not tested"))
+        return (f"{prefix}{where}: no significant difference in {mi.label} between {x} and "
+                f"{y} (change {pct:+.2f} %, {ci}; {test}).")
     verb = "cut" if pct < 0 else "raised" if pct > 0 else "did not change"
     by = f" by {abs(pct):.2f} %" if pct != 0 else ""
     if pct > 100:
         by += f" ({1 + pct / 100:.2f}x)"
-    conf = round(settings.confidence * 100)
-    ci = (f"{conf} % CI {c.pct_ci_low:+.2f} % to {c.pct_ci_high:+.2f} %"
-          if c.pct_ci_low is not None else f"no CI: {c.ci_reason}")
-    if c.significant is None:
-        sig = f"not tested: {c.note}" if c.note else "not tested"
-        test = sig
-    else:
-        test = f"{fmt_p(c.p_mannwhitney_holm)}, {'significant' if c.significant else 'not significant'}"
+    test = f"{fmt_p(c.p_mannwhitney_holm)}, significant"
     return f"{prefix}{where}: {x} {verb} {mi.label}{by} ({ci}; {test}) against {y}."
 
 
@@ -491,20 +499,33 @@ class Probe:
     Attributes:
         trial_id, device, source: where it was observed.
         method: the trial's GPU energy method.
-        sample_hz: rows per second of that device (median spacing), Hz.
-        power_update_s: median time between changes of instant power, s.
-        counter_update_s: median time between changes of the energy counter, s.
+        configured_hz: the sampler's configured power sampling rate (the plan's
+            ``energy.sample_hz``), Hz, or None when unknown.
+        sample_hz: observed power sampling rate, Hz: 1 / median spacing of the rows
+            that carry power, leaving out the counter bursts around window edges
+            (spacings under half the configured period, or under 10 ms).
+        power_update_s: median time between changes of instant power, s (None for the
+            simulated device, whose power is a model that changes only at window edges).
+        counter_update_s: median time between changes of the energy counter, s (for
+            the simulated device: the model's tick).
         n_samples: rows of that device.
+        n_burst: rows left out as edge-burst rows.
     """
 
     trial_id: str
     device: str
     source: str
     method: str | None
+    configured_hz: float | None
     sample_hz: float | None
     power_update_s: float | None
     counter_update_s: float | None
     n_samples: int
+    n_burst: int = 0
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "simulated" or self.method == "simulated"
 
 
 def _median_change_interval(t: np.ndarray, v: np.ndarray) -> float | None:
@@ -518,7 +539,32 @@ def _median_change_interval(t: np.ndarray, v: np.ndarray) -> float | None:
     return float(np.median(np.diff(changes)))
 
 
-def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame) -> list[Probe]:
+BURST_MAX_SPACING_S = 0.010
+"""Row spacings below this (or below half the configured period) are edge bursts."""
+
+
+def observed_rate_hz(t: np.ndarray, configured_hz: float | None) -> tuple[float | None, int]:
+    """(rate, rows left out): 1 / median spacing of rows outside the edge bursts.
+
+    The sampler reads every ~2 ms around each window edge to locate counter ticks;
+    those rows would make a plain median report hundreds of Hz."""
+    t = np.unique(t[np.isfinite(t)])
+    if t.size < 3:
+        return None, 0
+    dt = np.diff(t)
+    floor = BURST_MAX_SPACING_S
+    if configured_hz:
+        floor = max(floor, 0.5 / configured_hz)
+    regular = dt[dt >= floor]
+    n_burst = int((dt < floor).sum())
+    if regular.size == 0:
+        return None, n_burst
+    med = float(np.median(regular))
+    return (1.0 / med if med > 0 else None), n_burst
+
+
+def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame,
+                  configured_hz: float | None = None) -> list[Probe]:
     """Sampling rate and update periods per GPU device of one trial's samples."""
     out = []
     if samples is None or len(samples) == 0 or "t_s" not in samples:
@@ -528,20 +574,105 @@ def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame) -> l
             continue
         s = s.sort_values("t_s")
         t = pd.to_numeric(s["t_s"], errors="coerce").to_numpy(dtype=float)
-        dt = np.diff(np.unique(t[np.isfinite(t)]))
-        hz = float(1.0 / np.median(dt)) if dt.size and np.median(dt) > 0 else None
         pw = (pd.to_numeric(s["power_instant_w"], errors="coerce").to_numpy(dtype=float)
               if "power_instant_w" in s else np.array([]))
         en = (pd.to_numeric(s["energy_j"], errors="coerce").to_numpy(dtype=float)
               if "energy_j" in s else np.array([]))
+        rate_t = t[np.isfinite(pw)] if pw.size and np.isfinite(pw).sum() >= 3 else t
+        hz, n_burst = observed_rate_hz(rate_t, configured_hz)
+        source = str(s["source"].iloc[0]) if "source" in s else "unknown"
+        simulated = source == "simulated" or method == "simulated"
         out.append(Probe(
-            trial_id=trial_id, device=str(device),
-            source=str(s["source"].iloc[0]) if "source" in s else "unknown", method=method,
-            sample_hz=hz,
-            power_update_s=_median_change_interval(t, pw) if pw.size else None,
+            trial_id=trial_id, device=str(device), source=source, method=method,
+            configured_hz=configured_hz, sample_hz=hz,
+            power_update_s=(None if simulated or not pw.size
+                            else _median_change_interval(t, pw)),
             counter_update_s=_median_change_interval(t, en) if en.size else None,
-            n_samples=int(len(s)),
+            n_samples=int(len(s)), n_burst=n_burst,
         ))
+    return out
+
+
+def representative_trial(df: pd.DataFrame, groups: list[Group]) -> pd.Series | None:
+    """The valid trial closest to its group's median of the primary metric, in the
+    first group of the first workload (else the first ok trial). The power plot and
+    the sampling-rate table both use it."""
+    if not groups or len(df) == 0:
+        return None
+    g = groups[0]
+    cand = df[(df["workload"] == g.workload) & (df["variant"] == g.variant) & df["used"]]
+    if len(cand) == 0:
+        cand = df[df["status"] == "ok"]
+        if len(cand) == 0:
+            return None
+        return cand.iloc[0]
+    metric = next(iter(g.summaries), None)
+    med = g.summaries[metric].median if metric else None
+    if med is None:
+        return cand.iloc[0]
+    dist = (cand[metric] - med).abs().fillna(np.inf)
+    return cand.loc[dist.idxmin()]
+
+
+EDGE_CORRECTED = "nvml-counter-edge-corrected"
+NO_EDGE_CORRECTION = {
+    "nvml-counter": "NVML counter read at the window edges without edge correction",
+    "nvml-power-integration": "trapezoid integral of NVML instant power (no counter, so no "
+                              "edge correction)",
+    "nvidia-smi-power-integration": "trapezoid integral of power polled from nvidia-smi (no "
+                                    "counter, so no edge correction)",
+}
+
+
+def edge_correction_statement(methods: list[str]) -> str:
+    """Whether edge correction applied to this run's GPU energy, from the methods of
+    the trials that ran (``simulated``, ``nvml-counter-edge-corrected`` ...)."""
+    n = {m: methods.count(m) for m in dict.fromkeys(methods)}
+    total = len(methods)
+    if total == 0:
+        return "No trial ran, so no GPU energy was computed and edge correction did not apply."
+    parts = []
+    if n.get(EDGE_CORRECTED):
+        parts.append(f"Edge correction applied to {n[EDGE_CORRECTED]} of {total} trials "
+                     f"({EDGE_CORRECTED}): the energy at each window edge is interpolated "
+                     f"between the NVML counter ticks around it.")
+    else:
+        parts.append("Edge correction of a real sensor did not apply to this run: no trial "
+                     f"used {EDGE_CORRECTED}.")
+    if n.get("simulated"):
+        parts.append(f"{n['simulated']} trials used the simulated device: the same "
+                     "tick-detection and edge-correction code runs on the model's counter, "
+                     "but there is no sensor error to correct (the result is the model's "
+                     "energy).")
+    for m, why in NO_EDGE_CORRECTION.items():
+        if n.get(m):
+            parts.append(f"{n[m]} trials: {why}.")
+    other = [m for m in n if m not in (EDGE_CORRECTED, "simulated", *NO_EDGE_CORRECTION)]
+    if other:
+        parts.append("GPU energy unknown or from another method in "
+                     f"{sum(n[m] for m in other)} trials ({', '.join(sorted(other))}).")
+    return " ".join(parts)
+
+
+def simulated_model(df: pd.DataFrame) -> dict | None:
+    """The simulated device's power model as recorded (``simulated_idle_w`` /
+    ``simulated_busy_w`` columns, from the trials' ``environment.simulated_model``)
+    or, where the trials frame does not carry them, GC-Bench's model constants."""
+    if not df["simulated"].any():
+        return None
+    from gcbench.energy.simulated import SimulatedGpu
+
+    model = SimulatedGpu()
+    out = dict(idle_w=model.idle_w, busy_w=model.busy_w, tick_s=model.tick_s,
+               recorded=False)
+    sim = df[df["simulated"]]
+    for key in ("idle_w", "busy_w"):
+        col = f"simulated_{key}"
+        if col in sim.columns:
+            v = pd.to_numeric(sim[col], errors="coerce").dropna().unique()
+            if len(v):
+                out[key] = float(v[0]) if len(v) == 1 else f"{v.min():g}-{v.max():g}"
+                out["recorded"] = True
     return out
 
 
@@ -551,13 +682,19 @@ class Measurement:
 
     Attributes:
         methods: rows (role, method, source, trials, description) per energy method.
-        probes: sensor timing observed in a few trials' samples.
+        probes: sensor timing observed in a few trials' samples (the example trial of
+            the power plot first).
         simulated_trials: count of trials with simulated figures.
         counts: status/validity counts (total, ok, failed, skipped, valid, invalid,
             unvalidated).
         reasons: (reason, count) of invalid trials, most frequent first.
         flags: (flag, count) of findings that did not invalidate.
         energy_basis: what CO2e is computed from.
+        example_trial: trial id of the power plot and the first probe, or None.
+        configured_hz: the plan's power sampling rate, Hz, or None.
+        edge_correction: whether edge correction applied, in words.
+        simulated_model: the simulated device's model (idle_w, busy_w, tick_s,
+            recorded), or None when no trial is simulated.
     """
 
     methods: list[dict]
@@ -567,6 +704,10 @@ class Measurement:
     reasons: list[tuple[str, int]]
     flags: list[tuple[str, int]]
     energy_basis: str
+    example_trial: str | None = None
+    configured_hz: float | None = None
+    edge_correction: str = ""
+    simulated_model: dict | None = None
 
 
 def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
@@ -577,7 +718,29 @@ def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str) -> Measurement:
+def configured_sample_hz(df: pd.DataFrame, plan: dict) -> float | None:
+    """The sampler's configured power rate: the trials' ``sample_hz`` column when the
+    frame carries it, else the plan's ``energy.sample_hz``, else GC-Bench's default."""
+    if "sample_hz" in df.columns:
+        v = pd.to_numeric(df["sample_hz"], errors="coerce").dropna()
+        if len(v):
+            return float(v.median())
+    energy = (plan or {}).get("energy") or {}
+    if energy.get("sample_hz") is not None:
+        try:
+            return float(energy["sample_hz"])
+        except (TypeError, ValueError):
+            return None
+    try:
+        from gcbench.spec import EnergySettings  # the plan schema's default
+
+        return float(EnergySettings.model_fields["sample_hz"].default)
+    except Exception:  # noqa: BLE001 - the schema may move; the rate is then unknown
+        return None
+
+
+def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
+                      groups: list[Group] | None = None) -> Measurement:
     """Methods, sensor timing, validity counts and reasons of one report."""
     ok = df[df["status"] == "ok"]
     methods = []
@@ -589,14 +752,18 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str) -> 
             methods.append(dict(role=role, method=method, source=source or "–", trials=int(n),
                                 simulated=(method == "simulated" or source == "simulated"),
                                 description=describe_method(method if method != "unavailable" else None)))
+    hz = configured_sample_hz(df, data.plan)
+    example = representative_trial(df, groups or [])
     probes: list[Probe] = []
     seen = set()
-    for _, row in ok.iterrows():
+    rows = ([example] if example is not None else []) + [row for _, row in ok.iterrows()]
+    for row in rows:
         key = (row["gpu_method"], row["gpu_source"])
         if key in seen:
             continue
         seen.add(key)
-        probes.extend(probe_samples(row["trial_id"], row["gpu_method"], data.samples(row["trial_id"])))
+        probes.extend(probe_samples(row["trial_id"], row["gpu_method"],
+                                    data.samples(row["trial_id"]), hz))
         if len(seen) >= MAX_MEASUREMENT_PROBES:
             break
     valid = df["valid"]
@@ -614,6 +781,11 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str) -> 
         methods=methods, probes=probes, simulated_trials=int(df["simulated"].sum()),
         counts=counts, reasons=_count_items(invalid["reasons"]),
         flags=_count_items(df["flags"]), energy_basis=energy_basis,
+        example_trial=None if example is None else str(example["trial_id"]),
+        configured_hz=hz,
+        edge_correction=edge_correction_statement(
+            [m or "unavailable" for m in ok["gpu_method"]]),
+        simulated_model=simulated_model(df),
     )
 
 
@@ -642,14 +814,22 @@ class Analysis:
     simulated: bool
     co2e_total: dict[str, float | None]
 
+    def headline_rows(self) -> list[ComparisonRow]:
+        """Comparisons of the primary and secondary compared metrics, significant ones
+        first, then not significant, then untested and inconclusive (stable order)."""
+        rows = [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2]]
+
+        def rank(r: ComparisonRow) -> int:
+            if r.inconclusive:
+                return 3
+            return {True: 0, False: 1}.get(r.result.significant, 2)
+
+        return sorted(rows, key=rank)
+
     @property
     def headlines(self) -> list[str]:
-        """Headline sentences of the primary and secondary compared metrics."""
-        out = []
-        for r in self.comparisons:
-            if r.result.metric in kind_compared(r.kind)[:2]:
-                out.append(r.headline)
-        return out
+        """Headline sentences of :meth:`headline_rows`, in that order."""
+        return [r.headline for r in self.headline_rows()]
 
     def workloads(self) -> list[tuple[str, str, list[Group]]]:
         """(workload, kind, groups) in report order."""
@@ -666,7 +846,7 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
     df, basis = add_carbon(df, settings)
     groups = build_groups(df, settings)
     comparisons = build_comparisons(df, groups, settings)
-    measurement = build_measurement(df, data, basis)
+    measurement = build_measurement(df, data, basis, groups)
     used = df[df["used"]]
     kwh = used["co2_energy_kwh"]
     known = bool(kwh.notna().any())

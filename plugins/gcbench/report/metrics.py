@@ -27,7 +27,7 @@ METRICS: dict[str, MetricInfo] = {
     m.name: m
     for m in (
         MetricInfo("j_per_token", "GPU J/token", "J/token"),
-        MetricInfo("gpu_j_per_token", "GPU-window J/token", "J/token"),
+        MetricInfo("gpu_j_per_token", "GPU J/token (main window)", "J/token"),
         MetricInfo("e2e_j_per_token", "end-to-end J/token", "J/token"),
         MetricInfo("tokens_per_s", "throughput", "tokens/s", lower_is_better=False),
         MetricInfo("tokens", "tokens", "tokens", lower_is_better=False),
@@ -57,15 +57,30 @@ def info(metric: str) -> MetricInfo:
 
 
 KIND_METRICS: dict[str, tuple[str, ...]] = {
-    "tinylm": ("j_per_token", "tokens_per_s", "gpu_j_per_token", "e2e_j_per_token",
-               "gpu_energy_j", "duration_s"),
+    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token", "gpu_energy_j", "duration_s"),
     "h2d": ("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb", "gpu_energy_j"),
     "resnet_cifar": ("gpu_energy_j", "total_energy_j", "duration_s", "co2e_kg", "accuracy",
                      "codecarbon_rel_error"),
     "noop": ("duration_s",),
 }
 """Metrics summarized per workload kind, the primary first (columns that are unknown in
-every trial of a workload are dropped)."""
+every trial of a workload are dropped). ``gpu_j_per_token`` is not shown: it equals
+``j_per_token`` by construction (GPU energy of the main window / tokens); it stays in
+the CSV exports."""
+
+SIMULATED_METRICS = frozenset({
+    "gpu_energy_j", "total_energy_j", "gpu_energy_above_idle_j", "j_per_token",
+    "gpu_j_per_token", "e2e_j_per_token", "gpu_j_per_gb", "energy_kwh", "co2e_kg",
+    "codecarbon_rel_error",
+})
+"""Metrics computed from GPU energy: the only figures that come from the simulated
+device's power model when a trial ran on it. Durations, tokens, bytes, rates, accuracy
+and RAPL CPU energy are real measurements even then."""
+
+
+def is_simulated_metric(metric: str) -> bool:
+    """True for a metric derived from GPU energy (see :data:`SIMULATED_METRICS`)."""
+    return metric in SIMULATED_METRICS
 
 KIND_COMPARED: dict[str, tuple[str, ...]] = {
     "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
@@ -119,7 +134,8 @@ METHOD_DESCRIPTIONS: dict[str, str] = {
     ),
     "simulated": (
         "SIMULATED: a deterministic power model of GC-Bench's simulated device, used "
-        "because no GPU sensor was found. These numbers are not measurements."
+        "because no GPU sensor was found. GPU energy and the figures derived from it are "
+        "not measurements; durations, tokens, bytes and accuracy still are."
     ),
     "unavailable": "Not measured: the value is unknown (never counted as 0).",
 }
@@ -129,4 +145,9 @@ def describe_method(method: str | None) -> str:
     """One-paragraph description of an energy method (``unavailable`` for None)."""
     if method is None or method == "" or method != method:  # None, empty, NaN
         return METHOD_DESCRIPTIONS["unavailable"]
-    return METHOD_DESCRIPTIONS.get(str(method), f"{method} (no description on file).")
+    method = str(method)
+    if method.startswith("unavailable"):  # "unavailable: <why>" as the meter records it
+        why = method.removeprefix("unavailable").lstrip(":; ").strip()
+        return (f"Not measured ({why}): the value is unknown (never counted as 0)."
+                if why else METHOD_DESCRIPTIONS["unavailable"])
+    return METHOD_DESCRIPTIONS.get(method, method)

@@ -3,7 +3,9 @@
 Each figure is rendered once; the HTML embeds the bytes as base64 and the Markdown
 links the same bytes written beside it. A figure containing simulated data carries
 "SIMULATED" in its title and a red banner, so it cannot be mistaken for a
-measurement even when copied out of the report.
+measurement even when copied out of the report. Only figures derived from the simulated
+device's energy or power are so labelled: durations, throughput, bandwidth and accuracy
+are measured even on the simulated device (``metrics.is_simulated_metric``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gcbench.report import analysis as _analysis
 from gcbench.report.analysis import Analysis, Group
-from gcbench.report.metrics import ENERGY_METRIC_ORDER, info, kind_metrics
+from gcbench.report.metrics import ENERGY_METRIC_ORDER, info, is_simulated_metric, kind_metrics
 
 DPI = 90
 SIM_TEXT = "SIMULATED DATA - not a measurement"
@@ -50,9 +53,9 @@ def _figure(w: float, h: float):
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
 
 
-def _png(fig, simulated: bool) -> bytes:
+def _png(fig, simulated: bool, text: str = SIM_TEXT) -> bytes:
     if simulated:
-        fig.suptitle(SIM_TEXT, color="white", backgroundcolor="#c0392b", fontweight="bold",
+        fig.suptitle(text, color="white", backgroundcolor="#c0392b", fontweight="bold",
                      fontsize=11)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
@@ -97,24 +100,9 @@ def _title(text: str, simulated: bool) -> str:
 
 
 def representative_trial(a: Analysis) -> pd.Series | None:
-    """The valid trial closest to its group's median of the primary metric, in the
-    first group of the first workload (else the first ok trial)."""
-    df = a.trials
-    if not a.groups:
-        return None
-    g = a.groups[0]
-    cand = df[(df["variant"] == g.variant) & df["used"]]
-    if len(cand) == 0:
-        cand = df[df["status"] == "ok"]
-        if len(cand) == 0:
-            return None
-        return cand.iloc[0]
-    metric = next(iter(g.summaries), None)
-    med = g.summaries[metric].median if metric else None
-    if med is None:
-        return cand.iloc[0]
-    dist = (cand[metric] - med).abs().fillna(np.inf)
-    return cand.loc[dist.idxmin()]
+    """The example trial of the power plot (the one the sampling-rate table also reads,
+    see :func:`gcbench.report.analysis.representative_trial`)."""
+    return _analysis.representative_trial(a.trials, a.groups)
 
 
 def plot_power(a: Analysis) -> Plot | None:
@@ -180,7 +168,7 @@ def plot_energy_box(a: Analysis, workload: str, groups: list[Group]) -> Plot | N
     if metric is None:
         return None
     mi = info(metric)
-    sim = any(g.simulated for g in groups)
+    sim = any(g.simulated for g in groups) and is_simulated_metric(metric)
     labels = short_labels(groups)
     fig = _figure(max(5.0, 0.75 * len(groups) + 2.5), 3.8)
     ax = fig.add_subplot()
@@ -213,7 +201,9 @@ def plot_metric_bars(a: Analysis, workload: str, kind: str, groups: list[Group])
     metrics = [m for m in kind_metrics(kind) if m in groups[0].summaries][:2]
     if not metrics:
         return None
-    sim = any(g.simulated for g in groups)
+    any_sim = any(g.simulated for g in groups)
+    sim_metrics = [m for m in metrics if any_sim and is_simulated_metric(m)]
+    sim = bool(sim_metrics)
     labels = short_labels(groups)
     fig = _figure(max(5.0, 0.6 * len(groups) + 2.5), 1.2 + 2.9 * len(metrics))
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
@@ -238,15 +228,22 @@ def plot_metric_bars(a: Analysis, workload: str, kind: str, groups: list[Group])
                         capsize=3, lw=1)
         ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(f"median {mi.label} ({mi.unit})" if mi.unit else f"median {mi.label}")
-        ax.set_title(_title(f"{workload}: {mi.label}", sim), fontsize=10)
+        ax.set_title(_title(f"{workload}: {mi.label}", m in sim_metrics), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     conf = round(a.settings.confidence * 100)
     caption = (f"Median per group over valid trials, with the {conf} % BCa bootstrap CI of the "
                f"median ({a.settings.n_resamples:,} resamples). Grey hatched bars: inconclusive "
                f"groups (fewer than {a.settings.min_valid_repetitions} valid repetitions).")
     names = " and ".join(info(m).label for m in metrics)
+    measured = [info(m).label for m in metrics if m not in sim_metrics]
+    banner = SIM_TEXT
+    if sim and measured:
+        sim_names = " and ".join(info(m).label for m in sim_metrics)
+        banner = f"SIMULATED {sim_names} - not a measurement; {' and '.join(measured)} measured"
+        caption += (f" {sim_names} comes from the simulated device's power model; "
+                    f"{' and '.join(measured)} is measured.")
     return Plot(f"metric_{_slug(workload)}", "metric", f"{workload}: {names}", caption,
-                _png(fig, sim), sim)
+                _png(fig, sim, banner), sim)
 
 
 def cap_factor(groups: list[Group]) -> str | None:
@@ -330,7 +327,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     vals = np.array([g.summaries["co2e_kg"].median for g in gs])
     lo = np.array([g.co2e_band[0] if g.co2e_band else np.nan for g in gs])
     hi = np.array([g.co2e_band[1] if g.co2e_band else np.nan for g in gs])
-    scale, unit = (1e3, "gCO2e") if np.nanmax(vals) < 0.1 else (1.0, "kgCO2e")
+    scale, unit = 1.0, "kgCO2e"  # the tables' unit; small values in scientific notation
     fig = _figure(8.0, min(12.0, 1.2 + 0.28 * len(gs)))
     ax = fig.add_subplot()
     pos = np.arange(len(gs))[::-1]
@@ -342,7 +339,8 @@ def plot_co2e(a: Analysis) -> Plot | None:
     for p_, g, v in zip(pos, gs, vals):
         if g.inconclusive:
             ax.plot([v * scale], [p_], "o", ms=7, mfc="none", color="#c0392b")
-    _log_if_wide(ax, vals * scale, "x")
+    if not _log_if_wide(ax, vals * scale, "x"):
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3), useMathText=True)
     fig.legend(loc="outside lower center", ncol=2, fontsize=7)
     ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs))],
                   fontsize=7)
@@ -379,7 +377,7 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
             .sort_values().index[-max_runs:])
     h = h[h["run_id"].isin(runs)]
     metrics = list(dict.fromkeys(h["metric"]))[:3]
-    sim = a.simulated
+    sim = a.simulated and any(is_simulated_metric(str(m)) for m in metrics)
     fig = _figure(8.0, 2.6 * len(metrics) + 0.4)
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
     for ax, m in zip(axes, metrics):

@@ -8,9 +8,13 @@ Layout of ``out_dir``::
     report.html        everything, plots embedded as base64 PNG
     report.md          the same text; links the PNGs below
     *.png              one file per figure
-    trials.csv         one row per trial (first column data_source: measured | SIMULATED)
-    groups.csv         one row per group and metric
-    comparisons.csv    one row per comparison and metric
+    trials.csv         one row per trial; gpu_energy_source (simulated | nvml | nvidia-smi |
+                       unavailable) and simulated_columns (the columns of that row whose
+                       values come from the simulated device, ';'-separated; empty when
+                       none) label the figures per column
+    groups.csv         one row per group and metric; data_source: SIMULATED when that
+                       metric comes from simulated GPU energy, else measured
+    comparisons.csv    one row per comparison and metric; data_source as in groups.csv
     report.json        summary for the Airflow view (headlines, counts, simulated)
 """
 
@@ -22,11 +26,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from gcbench.report.analysis import Analysis, ReportSettings, analyze, fmt_num, fmt_p
 from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData, ReportPaths
-from gcbench.report.metrics import info, kind_metrics
+from gcbench.report.metrics import SIMULATED_METRICS, info, is_simulated_metric, kind_metrics
 from gcbench.report.plots import Plot, make_plots
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -67,12 +72,42 @@ def _pct(v) -> str:
     return "–" if v is None else f"{v:+.2f} %"
 
 
+def shown_metrics(a: Analysis, workload: str, kind: str, groups) -> tuple[list[str], list[str]]:
+    """(metrics of a workload's groups table, notes on the columns left out).
+
+    Each metric appears once; a metric whose values equal an earlier column's in every
+    trial of the workload (``total_energy_j`` when CPU energy is unknown) is left out,
+    with a note."""
+    metrics = [m for m in dict.fromkeys((*kind_metrics(kind), "co2e_kg"))
+               if m in groups[0].summaries]
+    df = a.trials[a.trials["workload"] == workload]
+    shown, notes = [], []
+    for m in metrics:
+        same = next((k for k in shown if _identical(df[m], df[k])), None)
+        if same is None:
+            shown.append(m)
+            continue
+        why = " (CPU energy unknown)" if m == "total_energy_j" else ""
+        notes.append(f"{info(m).label} equals {info(same).label} in every trial{why}, "
+                     f"so it is shown once (both are in groups.csv).")
+    return shown, notes
+
+
+def _identical(x: pd.Series, y: pd.Series) -> bool:
+    a, b = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
+    if not (np.isfinite(a).any()):
+        return False
+    return bool(np.array_equal(np.isnan(a), np.isnan(b))
+                and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-12, atol=0))
+
+
 def _context(a: Analysis, plots: list[Plot]) -> dict:
     s = a.settings
     conf = round(s.confidence * 100)
     workloads = []
     for workload, kind, groups in a.workloads():
-        metrics = [m for m in (*kind_metrics(kind), "co2e_kg") if m in groups[0].summaries]
+        metrics, column_notes = shown_metrics(a, workload, kind, groups)
+        any_sim = any(g.simulated for g in groups)
         rows = []
         for g in groups:
             cells = []
@@ -82,17 +117,18 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                     median=fmt_num(su.median), ci=_ci(su.ci_low, su.ci_high),
                     ci_note=su.ci_reason or "",
                     cv="" if su.cv is None else f"{100 * su.cv:.1f} %",
+                    band=(_ci(*g.co2e_band) if m == "co2e_kg" and g.co2e_band else ""),
                 ))
             rows.append(dict(
                 variant=g.variant, factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
                 n_valid=g.n_valid, n_trials=g.n_trials, n_invalid=g.n_invalid,
                 n_failed=g.n_failed + g.n_skipped, inconclusive=g.inconclusive,
                 simulated=g.simulated, cells=cells,
-                co2e_band=_ci(*g.co2e_band) if g.co2e_band else "",
             ))
         workloads.append(dict(
-            name=workload, kind=kind, rows=rows,
-            headers=[dict(label=info(m).label, unit=info(m).unit, name=m) for m in metrics],
+            name=workload, kind=kind, rows=rows, column_notes=column_notes,
+            headers=[dict(label=info(m).label, unit=info(m).unit, name=m,
+                          simulated=any_sim and is_simulated_metric(m)) for m in metrics],
         ))
     comparisons = []
     for r in a.comparisons:
@@ -116,7 +152,8 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         ))
     headlines = [dict(text=r.headline, significant=bool(r.result.significant),
                       inconclusive=r.inconclusive, simulated=r.simulated)
-                 for r in a.comparisons if r.headline in set(a.headlines)]
+                 for r in a.headline_rows()]
+    no_comparison = _no_comparison_reason(a) if not headlines else ""
     df = a.trials
     def trial_row(t) -> dict:
         kind_m = kind_metrics(str(t["kind"]))[0]
@@ -125,6 +162,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             status=t["status"],
             valid="not validated" if t["valid"] is None else ("valid" if t["valid"] else "invalid"),
             used=bool(t["used"]), metric=f"{info(kind_m).label}: {fmt_num(t[kind_m])}",
+            metric_simulated=bool(t["simulated"]) and is_simulated_metric(kind_m),
             energy=fmt_num(t["gpu_energy_j"]), duration=fmt_num(t["duration_s"]),
             method=t["gpu_method"] or "unavailable", simulated=bool(t["simulated"]),
             reasons="; ".join(t["reasons"]), flags="; ".join(t["flags"]),
@@ -136,11 +174,21 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     unvalidated = [t for t in trials if t["status"] == "ok" and t["valid"] == "not validated"]
     m = a.measurement
     probes = [dict(trial_id=p.trial_id, device=p.device, source=p.source, method=p.method or "",
-                   sample_hz=fmt_num(p.sample_hz, 3),
-                   power_update_ms=fmt_num(None if p.power_update_s is None else 1e3 * p.power_update_s, 3),
-                   counter_update_ms=fmt_num(None if p.counter_update_s is None else 1e3 * p.counter_update_s, 3),
-                   n_samples=p.n_samples, simulated=p.source == "simulated")
+                   configured_hz=fmt_num(p.configured_hz, 3), sample_hz=fmt_num(p.sample_hz, 3),
+                   power_update_ms=(
+                       "– (model, not a sensor)" if p.simulated
+                       else fmt_num(None if p.power_update_s is None else 1e3 * p.power_update_s, 3)),
+                   counter_update_ms=(
+                       fmt_num(None if p.counter_update_s is None else 1e3 * p.counter_update_s, 3)
+                       + (" (model tick)" if p.simulated and p.counter_update_s else "")),
+                   n_samples=p.n_samples, n_burst=p.n_burst, simulated=p.simulated,
+                   example=p.trial_id == m.example_trial)
               for p in m.probes]
+    sm = m.simulated_model
+    sim_model = None if sm is None else dict(
+        idle_w=sm["idle_w"] if isinstance(sm["idle_w"], str) else f"{sm['idle_w']:g}",
+        busy_w=sm["busy_w"] if isinstance(sm["busy_w"], str) else f"{sm['busy_w']:g}",
+        tick_ms=f"{1e3 * sm['tick_s']:g}", recorded=sm["recorded"])
     ct = a.co2e_total
     figures = [dict(name=p.name, kind=p.kind, title=p.title, caption=p.caption,
                     b64=base64.b64encode(p.png).decode("ascii"), file=f"{p.name}.png",
@@ -152,11 +200,14 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         description=(d.plan or {}).get("description") or "",
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         simulated=a.simulated, simulated_trials=m.simulated_trials,
-        headlines=headlines, workloads=workloads, comparisons=comparisons, figures=figures,
+        headlines=headlines, no_comparison=no_comparison, workloads=workloads, comparisons=comparisons, figures=figures,
         trials=trials, md_trials=trials[:MD_MAX_TRIAL_ROWS], n_trials=len(trials),
         invalid=invalid, failed=failed, unvalidated=unvalidated,
         methods=m.methods, probes=probes, counts=m.counts, reasons=m.reasons, flags=m.flags,
         energy_basis=m.energy_basis, sensor_facts=SENSOR_FACTS,
+        edge_correction=m.edge_correction, sim_model=sim_model,
+        example_trial=m.example_trial or "",
+        configured_hz=fmt_num(m.configured_hz, 3) if m.configured_hz else "unknown",
         conf=conf, n_resamples=f"{s.n_resamples:,}", alpha=s.alpha,
         min_valid=s.min_valid_repetitions, intensity=s.intensity_kg_per_kwh,
         band_low=s.band[0], band_high=s.band[1],
@@ -167,6 +218,23 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     )
 
 
+def _no_comparison_reason(a: Analysis) -> str:
+    """Why the headlines are empty: no two variants one factor apart, or they exist but
+    their groups are inconclusive or empty (named)."""
+    if a.comparisons:
+        return ("No headline comparisons: every planned comparison is of a metric not "
+                "summarized in headlines.")
+    from gcbench.report.analysis import plan_comparisons
+
+    pairs = plan_comparisons(a.groups, a.settings)
+    weak = [g for g in a.groups if g.inconclusive]
+    if not pairs and not weak:
+        return "No comparisons: this run has no two variants that differ in one factor."
+    names = "; ".join(f"{g.variant} ({g.n_valid} valid of {g.n_trials} trials)" for g in weak)
+    return (f"No comparisons could be tested: these groups are inconclusive or empty "
+            f"(fewer than {a.settings.min_valid_repetitions} valid repetitions): {names}.")
+
+
 # --------------------------------------------------------------------------- CSV
 
 
@@ -174,10 +242,33 @@ def _source_label(simulated: bool) -> str:
     return "SIMULATED" if simulated else "measured"
 
 
+def _gpu_energy_source(t) -> str:
+    if t["simulated"] or t["gpu_method"] == "simulated":
+        return "simulated"
+    src = t["gpu_source"]
+    if src:
+        return str(src)
+    return "unavailable" if not t["gpu_method"] else str(t["gpu_method"])
+
+
+SIMULATED_CSV_COLUMNS = tuple(c for c in (*METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high")
+                              if c in SIMULATED_METRICS or c.startswith("co2e_kg"))
+"""trials.csv columns whose values come from the simulated device in simulated trials."""
+
+
 def trials_frame(a: Analysis) -> pd.DataFrame:
-    """trials.csv: every trial; lists joined by '; ', factors as JSON."""
+    """trials.csv: every trial; lists joined by '; ', factors as JSON.
+
+    The first two columns say, per column, what is simulated: ``gpu_energy_source``
+    (simulated | nvml | nvidia-smi | unavailable) and ``simulated_columns`` (the columns
+    of :data:`SIMULATED_CSV_COLUMNS` that are known and simulated in that row)."""
     df = a.trials
-    out = pd.DataFrame({"data_source": [_source_label(v) for v in df["simulated"]]})
+    sim_cols = []
+    for _, t in df.iterrows():
+        sim_cols.append("; ".join(c for c in SIMULATED_CSV_COLUMNS
+                                  if t["simulated"] and pd.notna(t[c])))
+    out = pd.DataFrame({"gpu_energy_source": [_gpu_energy_source(t) for _, t in df.iterrows()],
+                        "simulated_columns": sim_cols})
     for col in TRIAL_COLUMNS:
         v = df[col]
         if col in ("reasons", "flags"):
@@ -208,12 +299,13 @@ def groups_frame(a: Analysis) -> pd.DataFrame:
         for m, su in g.summaries.items():
             d = su.to_dict()
             d.update(
-                data_source=_source_label(g.simulated), workload=g.workload, kind=g.kind,
+                data_source=_source_label(g.simulated and is_simulated_metric(m)),
+                workload=g.workload, kind=g.kind,
                 variant=g.variant, factors=json.dumps(g.factors, sort_keys=True, default=str),
                 unit=info(m).unit, n_trials=g.n_trials, n_valid=g.n_valid,
                 n_invalid=g.n_invalid, n_failed=g.n_failed, n_skipped=g.n_skipped,
                 n_unvalidated=g.n_unvalidated, inconclusive=g.inconclusive,
-                simulated=g.simulated,
+                simulated=g.simulated and is_simulated_metric(m),
                 co2e_band_low=g.co2e_band[0] if m == "co2e_kg" and g.co2e_band else None,
                 co2e_band_high=g.co2e_band[1] if m == "co2e_kg" and g.co2e_band else None,
             )
