@@ -56,7 +56,7 @@ def _figure(w: float, h: float):
 def _png(fig, simulated: bool, text: str = SIM_TEXT) -> bytes:
     if simulated:
         fig.suptitle(text, color="white", backgroundcolor="#c0392b", fontweight="bold",
-                     fontsize=11)
+                     fontsize=11 if len(text) <= 40 else 9)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
@@ -239,7 +239,7 @@ def plot_metric_bars(a: Analysis, workload: str, kind: str, groups: list[Group])
     banner = SIM_TEXT
     if sim and measured:
         sim_names = " and ".join(info(m).label for m in sim_metrics)
-        banner = f"SIMULATED {sim_names} - not a measurement; {' and '.join(measured)} measured"
+        banner = f"SIMULATED: {sim_names}; measured: {' and '.join(measured)}"
         caption += (f" {sim_names} comes from the simulated device's power model; "
                     f"{' and '.join(measured)} is measured.")
     return Plot(f"metric_{_slug(workload)}", "metric", f"{workload}: {names}", caption,
