@@ -225,3 +225,9 @@ def test_co2e_plot_uses_kgco2e():
     finally:
         plots._png = orig
     assert labels and all("kgCO2e" in x and "gCO2e)" not in x.replace("kgCO2e", "") for x in labels)
+
+
+def test_simulated_energy_total_is_labelled(simulated_report):
+    _, paths = simulated_report
+    heads = _section(paths.html.read_text(encoding="utf-8"), "headlines")
+    assert '<span class="sim">SIMULATED</span> Total over valid trials:' in heads
