@@ -134,6 +134,7 @@ def test_simulated_report_labels_only_energy_figures(simulated_report):
         if "J/token" in h or "CO2e" in h or "GPU energy" in h:
             assert "SIMULATED" in h, h
     for li in _section(html, "headlines").split("<li>")[1:]:
+        li = li.split("</li>")[0]
         assert ("SIMULATED" in li) == ("J/token" in li), li
     assert "SIMULATED data, not a measurement" not in html.split('id="fig-metric_noop"')[1].split("</figure>")[0]
 
