@@ -100,6 +100,10 @@ def test_backfill_create_runs_only_missing_trials(tmp_path, pg_url, airflow_db):
         stack.wait(lambda: "noop[tick_s=0.02]" in str(stack.get(f"/api/v2/dags/{DAG_ID}/details") or ""), 90,
                    "the grown plan to be parsed")
         before_ends = {d: r["end_date"] for d, r in runs.items()}
+        # the scheduler marks a backfill completed a loop after its last run ends; a second
+        # backfill of the same DAG is refused until then
+        stack.wait(lambda: (b := (stack.get(f"/api/v2/backfills?dag_id={DAG_ID}") or {}).get("backfills"))
+                   and all(x.get("completed_at") for x in b), 90, "the first backfill to be marked completed")
         _backfill(stack, "--reprocess-behavior", "completed", "--run-on-latest-version")
         runs = stack.wait(lambda: (r := _done(stack)) and all(x["end_date"] != before_ends[d] for d, x in r.items())
                           and r, 150, "the second backfill")

@@ -131,7 +131,8 @@ def test_trigger_form_runs_the_plan_with_one_repetition(stack, browser, tmp_path
     assert run["conf"] == {"repetitions": 1, "variants": [], "runner": "local"}
     assert states == {("expand_trials", -1): "success", ("trials_gpu0", -1): "success",
                       ("run_trial_gpu0", 0): "success", ("collect", -1): "success",
-                      ("validate", -1): "success", ("report", -1): "success"}  # one trial: repetitions 1
+                      ("validate", -1): "success", ("report", -1): "success",
+                      ("check_trials", -1): "success"}  # one trial: repetitions 1
 
     # the user sees it: the run page shows the run as successful
     b.goto(href)
