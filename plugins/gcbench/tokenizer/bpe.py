@@ -222,6 +222,20 @@ def _token_bytes(pairs: tuple[tuple[int, int], ...]) -> tuple[bytes, ...]:
     return tuple(tokens)
 
 
+def merge_pair(ids, left: int, right: int, new_id: int) -> list[int]:
+    """``ids`` with every non-overlapping ``(left, right)`` pair, left to right, replaced by ``new_id``."""
+    merged: list[int] = []
+    i, n = 0, len(ids)
+    while i < n:
+        if i + 1 < n and ids[i] == left and ids[i + 1] == right:
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
 def atomic_write(path: Path, *chunks: bytes, what: str = "cannot write") -> None:
     """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
 
@@ -313,18 +327,7 @@ class Encoder:
             if best is None:
                 break
             left, right = self.merges.pairs[best]
-            new_id = 256 + best
-            merged = []
-            i = 0
-            n = len(ids)
-            while i < n:
-                if i + 1 < n and ids[i] == left and ids[i + 1] == right:
-                    merged.append(new_id)
-                    i += 2
-                else:
-                    merged.append(ids[i])
-                    i += 1
-            ids = merged
+            ids = merge_pair(ids, left, right, 256 + best)
         return tuple(ids)
 
     def _merge_heap(self, chunk: bytes) -> tuple[int, ...]:
@@ -434,15 +437,7 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
             for old in zip(ids, ids[1:]):
                 pair_count[old] -= freq
                 changed.add(old)
-            merged = []
-            i, n = 0, len(ids)
-            while i < n:
-                if i + 1 < n and ids[i] == left and ids[i + 1] == right:
-                    merged.append(new_id)
-                    i += 2
-                else:
-                    merged.append(ids[i])
-                    i += 1
+            merged = merge_pair(ids, left, right, new_id)
             words[w] = merged
             for new in zip(merged, merged[1:]):
                 pair_count[new] = pair_count.get(new, 0) + freq
