@@ -115,3 +115,100 @@ def test_poll_interval_sees_every_wrap_at_plausible_power():
     assert rapl.max_poll_interval_s([d]) == 1.0
     small = rapl.RaplDomain("cpu:dram-0", "", "dram", 65_532_610)  # ~65 J range
     assert rapl.max_poll_interval_s([d, small]) == pytest.approx(65.53261 / 1500 / 2)
+
+
+# ----------------------------------------------------------------------------- layouts of the same tree (C11)
+
+NESTED = Path(__file__).resolve().parents[1] / "fixtures" / "rapl" / "nested_devices_layout"
+"""``/sys/devices/virtual/powercap/intel-rapl`` before and after a window: package-0
+450 J, its core/uncore/dram subzones nested inside it, psys beside it."""
+
+
+def energy_j(found: rapl.RaplDiscovery, before: Path, after: Path) -> dict[str, float]:
+    """{label: J} between two copies of one tree, read at the paths discover() chose."""
+    out = {}
+    for d in found.domains:
+        rel = Path(d.path).relative_to(before)
+        out[d.label] = (rapl.read_int(after / rel / "energy_uj") - rapl.read_int(Path(d.path) / "energy_uj")) / 1e6
+    return out
+
+
+def class_layout(devices: Path, target: Path) -> Path:
+    """``/sys/class/powercap`` of a nested control-type tree: flat symlinks to every zone
+    folder, plus the control-type folder itself, as the kernel makes them."""
+    target.mkdir(parents=True)
+    (target / "intel-rapl").symlink_to(devices, target_is_directory=True)
+    for zone_dir in sorted(devices.rglob("intel-rapl:*")):
+        (target / zone_dir.name).symlink_to(zone_dir, target_is_directory=True)
+    return target
+
+
+def devices_layout(tmp_path: Path, which: str) -> Path:
+    """``/sys/devices/virtual/powercap`` holding the fixture's tree as ``intel-rapl``."""
+    import shutil
+
+    virtual = tmp_path / which / "devices" / "virtual" / "powercap"
+    shutil.copytree(NESTED / which, virtual / "intel-rapl", symlinks=True)
+    return virtual
+
+
+def test_nested_control_type_root_counts_package_and_dram_once_c11():
+    found = rapl.discover(NESTED / "before")
+    assert [d.label for d in found.domains] == ["cpu:package-0", "cpu:dram-0"]
+    assert energy_j(found, NESTED / "before", NESTED / "after") == {"cpu:package-0": 450.0, "cpu:dram-0": 60.0}
+    skipped = {Path(p).name: why for p, why in found.skipped}
+    assert "core is nested in package-0" in skipped["intel-rapl:0:0"]
+    assert "uncore is nested in package-0" in skipped["intel-rapl:0:1"]
+    assert "psys contains the packages" in skipped["intel-rapl:1"]
+    assert found.reason is None
+    # dram's "enabled" is 0 (no power limit set): its counter still counts
+    assert (NESTED / "before" / "intel-rapl:0" / "intel-rapl:0:2" / "enabled").read_text().strip() == "0"
+
+
+@pytest.mark.parametrize("layout", ["class (flat symlinks)", "devices/virtual/powercap", "nested control type"])
+def test_every_layout_of_one_tree_gives_the_same_domains_and_joules(tmp_path, layout):
+    before, after = devices_layout(tmp_path, "before"), devices_layout(tmp_path, "after")
+    if layout == "class (flat symlinks)":
+        roots = [class_layout(p / "intel-rapl", p.parents[2] / "class" / "powercap") for p in (before, after)]
+    elif layout == "devices/virtual/powercap":
+        roots = [before, after]
+    else:
+        roots = [before / "intel-rapl", after / "intel-rapl"]
+    found = rapl.discover(roots[0])
+    assert [d.label for d in found.domains] == ["cpu:package-0", "cpu:dram-0"]
+    assert energy_j(found, roots[0], roots[1]) == {"cpu:package-0": 450.0, "cpu:dram-0": 60.0}
+    # each zone once: the flat intel-rapl:0:2 and intel-rapl:0/intel-rapl:0:2 are one zone
+    assert sorted(Path(p).name for p, _ in found.skipped) == ["intel-rapl:0:0", "intel-rapl:0:1", "intel-rapl:1"]
+
+
+def test_two_socket_nested_tree_with_mmio_mirror_counts_each_socket_once(tmp_path):
+    virtual = tmp_path / "powercap"
+    msr = virtual / "intel-rapl"
+    for socket, base in ((0, 10_000_000), (1, 20_000_000)):
+        pkg = zone(msr, f"intel-rapl:{socket}", f"package-{socket}", energy_uj=base)
+        zone(pkg, f"intel-rapl:{socket}:0", "core", energy_uj=base // 2)
+        zone(pkg, f"intel-rapl:{socket}:1", "dram", energy_uj=base // 10)
+    zone(virtual / "intel-rapl-mmio", "intel-rapl-mmio:0", "package-0", energy_uj=10_000_000)  # mirror of socket 0
+    for root in (virtual, msr, class_layout(msr, tmp_path / "class")):
+        found = rapl.discover(root)
+        assert [d.label for d in found.domains] == ["cpu:package-0", "cpu:dram-0", "cpu:package-1", "cpu:dram-1"], root
+        assert [Path(d.path).name for d in found.domains] == ["intel-rapl:0", "intel-rapl:0:1", "intel-rapl:1",
+                                                              "intel-rapl:1:1"]
+    mirror = dict(rapl.discover(virtual).skipped)[str(virtual / "intel-rapl-mmio" / "intel-rapl-mmio:0")]
+    assert "package-0" in mirror
+
+
+def test_walk_never_follows_device_or_subsystem_links_back_into_the_class_folder(tmp_path):
+    msr = tmp_path / "devices" / "intel-rapl"
+    pkg = zone(msr, "intel-rapl:0", "package-0")
+    zone(pkg, "intel-rapl:0:0", "dram")
+    cls = class_layout(msr, tmp_path / "class")
+    (pkg / "subsystem").symlink_to(cls, target_is_directory=True)  # as in sysfs: a loop back to the class
+    (pkg / "device").symlink_to(pkg, target_is_directory=True)
+    assert [d.label for d in rapl.discover(cls).domains] == ["cpu:package-0", "cpu:dram-0"]
+
+
+def test_root_given_as_one_package_zone_counts_that_package_and_its_dram(tmp_path):
+    pkg = zone(tmp_path, "intel-rapl:1", "package-1")
+    zone(pkg, "intel-rapl:1:0", "dram")
+    assert [d.label for d in rapl.discover(pkg).domains] == ["cpu:package-1", "cpu:dram-1"]

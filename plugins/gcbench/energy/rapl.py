@@ -15,12 +15,30 @@ Documentation/power/powercap/powercap.rst):
   socket's package and DRAM once, never psys/core/uncore on top of them. AMD exposes
   only package and core.
 
+Layouts (one kernel tree, three ways in; every one gives the same domains, each once):
+
+* ``/sys/class/powercap`` (the default root): flat symlinks ``intel-rapl:0``,
+  ``intel-rapl:0:2`` ... to the zone folders, plus the control-type folders
+  ``intel-rapl`` and ``intel-rapl-mmio``.
+* ``/sys/devices/virtual/powercap/intel-rapl`` (a control-type folder given as root):
+  zones nested, ``intel-rapl:0/intel-rapl:0:2``; the subzones (core, uncore, dram)
+  exist only inside their package's folder.
+* ``/sys/devices/virtual/powercap``: the control-type folders ``intel-rapl`` and
+  ``intel-rapl-mmio``, each nested as above.
+
+A zone is known by its folder name (``intel-rapl:0:2``), unique in the kernel's tree,
+so a zone reached both through a flat symlink and inside its parent is counted once.
+A zone's ``enabled`` file is about power *limiting*, not the counter: a subzone with
+``enabled`` 0 still counts energy.
+
 Labels: ``cpu:package-<socket>``, ``cpu:dram-<socket>``, ``cpu:psys``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +49,8 @@ PERMISSION_HINT = ("energy_uj is root-only since the 2020 PLATYPUS fix (CVE-2020
                    "run the trial as root or grant read access to it")
 
 _ZONE_RE = re.compile(r"^intel-rapl(-mmio)?:(\d+)(?::(\d+))?$")
+_CONTROL_TYPE_RE = re.compile(r"^intel-rapl(-mmio)?$")
+_MAX_DEPTH = 4  # root -> control type -> package -> subzone, and one level to spare
 
 
 def read_int(path: Path) -> int:
@@ -78,8 +98,49 @@ def _read_name(zone: Path) -> str | None:
         return None
 
 
+def _zone_folders(root: Path) -> list[Path]:
+    """Every RAPL zone folder under ``root``, once per zone name, shallowest path first.
+
+    Walks breadth first into zone folders (``intel-rapl:N``, ``intel-rapl:N:M``,
+    ``intel-rapl-mmio:N``) and control-type folders (``intel-rapl``,
+    ``intel-rapl-mmio``) only, never into ``device`` or ``subsystem`` links (which lead
+    back to the class folder), at most :data:`_MAX_DEPTH` levels deep; a folder reached
+    twice (through a symlink) is read once. ``root`` may itself be a zone folder.
+    """
+    found: dict[str, Path] = {}
+    if _ZONE_RE.match(root.name):
+        found[root.name] = root
+    todo: deque[tuple[Path, int]] = deque([(root, 0)])
+    visited: set[str] = set()
+    while todo:
+        folder, depth = todo.popleft()
+        real = os.path.realpath(folder)
+        if real in visited:
+            continue
+        visited.add(real)
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            zone = _ZONE_RE.match(entry.name)
+            if not (zone or _CONTROL_TYPE_RE.match(entry.name)) or not entry.is_dir():
+                continue
+            if zone:
+                found.setdefault(entry.name, entry)
+            if depth + 1 < _MAX_DEPTH:
+                todo.append((entry, depth + 1))
+    return list(found.values())
+
+
 def discover(root: str | Path = "/sys/class/powercap") -> RaplDiscovery:
     """Find the RAPL domains to count under a powercap root.
+
+    Args:
+        root: ``/sys/class/powercap`` (flat symlinks), a control-type folder such as
+            ``/sys/devices/virtual/powercap/intel-rapl`` (nested zones), or
+            ``/sys/devices/virtual/powercap``; all give the same domains (see the
+            module docstring).
 
     Never raises for a missing or unreadable tree: the result's ``reason`` says why
     CPU energy is unknown.
@@ -90,10 +151,9 @@ def discover(root: str | Path = "/sys/class/powercap") -> RaplDiscovery:
         out.reason = f"no RAPL powercap tree at {root}"
         return out
     zones = []
-    for entry in sorted(root.iterdir()):
+    for entry in _zone_folders(root):
         m = _ZONE_RE.match(entry.name)
-        if m and entry.is_dir():
-            zones.append((entry, bool(m.group(1)), int(m.group(2)), m.group(3)))
+        zones.append((entry, bool(m.group(1)), int(m.group(2)), m.group(3)))
     if not zones:
         out.reason = f"no RAPL zones (intel-rapl:*) under {root}"
         return out
