@@ -153,35 +153,49 @@ def test_killed_trial_keeps_flushed_samples(tmp_path):
 
 
 FAKE_SMI = '''#!{python}
-import sys, time, datetime
+import datetime, os, sys, time
 args = sys.argv[1:]
 fields = [a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")][0].split(",")
 if "-L" in args:
     print("GPU 0: NVIDIA H200 (UUID: GPU-00000000-1111-2222-3333-444444444444)"); sys.exit(0)
 values = {{"index": "0", "name": "NVIDIA H200", "uuid": "GPU-00000000-1111-2222-3333-444444444444",
           "pci.bus_id": "00000000:00:06.0", "power.draw": "122.52", "power.draw.average": "122.52",
-          "power.draw.instant": "[N/A]", "temperature.gpu": "35", "clocks.sm": "1980"}}
+          "power.draw.instant": os.environ.get("FAKE_SMI_INSTANT", "[N/A]"), "temperature.gpu": "35",
+          "clocks.sm": "1980"}}
 for f in fields:
     if f not in values and f != "timestamp":
         print(f'Field "{{f}}" is not a valid field to query.'); print(); sys.exit(2)
-def line():
-    now = datetime.datetime.now().strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+step_after = int(os.environ.get("FAKE_SMI_STEP_AFTER", "-1"))   # lines before the wall clock steps back 2 s
+error_at = int(os.environ.get("FAKE_SMI_ERROR_AT", "-1"))       # line printed as an error message
+def line(n):
+    now = datetime.datetime.now() - datetime.timedelta(seconds=2 if 0 <= step_after <= n else 0)
+    if n == error_at:
+        return "Unable to determine the device handle for GPU 0000:06:00.0: Unknown Error"
+    now = now.strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
     return ", ".join(now if f == "timestamp" else values[f] for f in fields)
 if "-lms" in args:
     ms = int(args[args.index("-lms") + 1])
+    n = 0
     while True:
-        print(line(), flush=True); time.sleep(ms / 1000)
-print(line())
+        print(line(n), flush=True); time.sleep(ms / 1000); n += 1
+print(line(-2))
 '''
 
 
-def test_nvidia_smi_fallback_streams_and_integrates_power_draw_when_instant_is_na(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_smi(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     exe = bindir / "nvidia-smi"
     exe.write_text(FAKE_SMI.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return monkeypatch
+
+
+@pytest.mark.parametrize("instant", ["[N/A]", "[Requested functionality has been deprecated]"])
+def test_nvidia_smi_fallback_streams_and_integrates_power_draw_when_instant_is_missing(tmp_path, fake_smi, instant):
+    fake_smi.setenv("FAKE_SMI_INSTANT", instant)  # C08: a marker outside the known list is missing too
     m = Meter(EnergySettings(backend="nvidia-smi"), [0], tmp_path / "s.csv", seed=1)
     m.start()
     m.begin_window()
@@ -194,6 +208,38 @@ def test_nvidia_smi_fallback_streams_and_integrates_power_draw_when_instant_is_n
     assert m.environment()["nvidia_smi_fields"]["power_instant_w"] == "power.draw"
     assert g.energy_j == pytest.approx(122.52 * r.duration_s, rel=0.02)
     assert not r.simulated
+
+
+def test_nvidia_smi_wall_clock_step_of_minus_2_s_moves_no_sample(tmp_path, fake_smi):
+    fake_smi.setenv("FAKE_SMI_STEP_AFTER", "15")  # after 15 lines (~0.75 s at 20 Hz) the printed time is 2 s back
+    m = Meter(EnergySettings(backend="nvidia-smi", idle_baseline_s=0, jitter_max_s=0), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(1.5)
+    m.end_window()
+    r = m.stop()["main"]
+    t = read_samples(tmp_path / "s.csv")["gpu0"].t_s
+    raw = [float(ln.split(",")[0]) for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]]
+    assert raw == sorted(raw), "rows written out of time order"
+    inside = t[(t >= r.window_start_s) & (t <= r.window_end_s)]
+    assert len(inside) >= 20 and (inside[1:] - inside[:-1]).max() < 0.25   # no gap (20 Hz)
+    steps = [e for e in m.events if e.get("event") == "nvidia_smi_clock_step"]
+    assert len(steps) == 1 and steps[0]["step_s"] == pytest.approx(-2.0, abs=0.1)
+    assert r.gpu[0].energy_j == pytest.approx(122.52 * r.duration_s, rel=0.03)
+
+
+def test_nvidia_smi_error_line_mid_stream_flags_the_window_and_keeps_the_good_rows(tmp_path, fake_smi):
+    fake_smi.setenv("FAKE_SMI_ERROR_AT", "12")
+    m = Meter(EnergySettings(backend="nvidia-smi", idle_baseline_s=0, jitter_max_s=0), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(1.2)
+    m.end_window()
+    r = m.stop()["main"]
+    errors = [e for e in m.events if e.get("event") == "nvidia_smi_error"]
+    assert [e["device"] for e in errors] == ["GPU 0000:06:00.0"]
+    assert "nvidia_smi_error" in r.flags
+    assert r.gpu[0].energy_j == pytest.approx(122.52 * r.duration_s, rel=0.03)
 
 
 def test_forced_nvml_without_driver_is_a_clear_error(tmp_path):

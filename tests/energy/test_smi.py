@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,10 @@ def read(name: str) -> str:
 
 def test_every_nvidia_smi_fixture_is_covered_by_a_parser():
     assert sorted(p.name for p in SMI_DIR.iterdir()) == [
-        "h200_loop_50ms_power_draw_vs_instant.txt", "h200_q_power_clock_performance.txt",
-        "h200_query_csv.txt", "h200_query_csv_noheader_nounits.txt", "h200_smi_and_q_full.txt",
-        "invalid_field_error.txt"]
+        "csv_noheader_with_units.txt", "h200_loop_50ms_power_draw_vs_instant.txt",
+        "h200_q_power_clock_performance.txt", "h200_query_csv.txt", "h200_query_csv_noheader_nounits.txt",
+        "h200_smi_and_q_full.txt", "invalid_field_error.txt", "lost_gpu_line_rc0.txt",
+        "role_field_deprecated_marker.csv"]
 
 
 def test_query_csv_with_header_and_units_parses_every_field_exactly():
@@ -161,3 +162,163 @@ def test_query_argv_is_a_list_so_values_never_reach_a_shell():
                     "-i", "0,1", "-lms", "50"]
     with pytest.raises(ValueError):
         smi.query_argv(["power.draw"], ["0; rm -rf /"])  # indices must be integers
+
+
+# ----------------------------------------------------------------------------- markers, units, error lines (C08-C10)
+
+
+def test_any_bracketed_marker_is_missing_c08():
+    (row,) = smi.parse_query_csv(read("role_field_deprecated_marker.csv"))
+    assert row == {"timestamp": datetime(2026, 7, 3, 22, 11, 9, 763000), "index": 0, "power.draw.instant": None}
+    for marker in ("[Requested functionality has been deprecated]", "[Not Supported]", "[Some Future Marker]",
+                   " [N/A] "):
+        assert smi.parse_value(marker, "power.draw.instant", "W") is None
+
+
+def test_role_whose_field_prints_only_a_marker_falls_back_to_its_next_field_c08():
+    run = FakeSmi()
+    run.values["power.draw.instant"] = "[Requested functionality has been deprecated]"
+    run.values["clocks.sm"] = "[Some Future Marker]"
+    run.values["clocks.current.sm"] = "1980"
+    roles = smi.probe_fields([0], run=run)
+    assert roles["power_instant_w"] == "power.draw" and roles["sm_clock_mhz"] == "clocks.current.sm"
+
+
+def test_marker_in_a_streamed_numeric_role_is_unknown_never_text_c08():
+    roles = {"timestamp": "timestamp", "index": "index", "power_instant_w": "power.draw.instant",
+             "temperature_c": "temperature.gpu"}
+    stream = smi.SmiStream(roles)
+    (sample,), events = stream.feed(b"2026/07/03 22:11:09.763, 0, [Requested functionality has been deprecated], "
+                                    b"Not Active\n", read_t_s=1.0)
+    assert sample == (1.0, {"index": 0, "power_instant_w": None, "temperature_c": None}) and events == []
+
+
+def test_noheader_output_with_units_gives_numbers_c09():
+    fields = ["timestamp", "index", "power.draw", "temperature.gpu", "memory.used", "utilization.gpu"]
+    (row,) = smi.parse_query_csv(read("csv_noheader_with_units.txt"), fields)
+    assert row == {"timestamp": datetime(2026, 7, 14, 8, 12, 53, 353000), "index": 0, "power.draw": 631.95,
+                   "temperature.gpu": 59, "memory.used": 19818, "utilization.gpu": 100}
+
+
+@pytest.mark.parametrize("unit", smi.UNITS)
+def test_every_unit_suffix_is_stripped_with_or_without_a_header(unit):
+    assert smi.parse_value(f"631.95 {unit}", "x") == 631.95
+    assert smi.parse_value(f"42 {unit}", "x", unit) == 42
+    assert smi.parse_value(f"42{unit}", "x") == 42
+
+
+def test_text_that_only_looks_like_units_stays_text():
+    assert smi.parse_value("NVIDIA H200", "name") == "NVIDIA H200"
+    assert smi.parse_value("P0", "pstate") == "P0"
+    assert smi.parse_value("Not Active", "x") == "Not Active"
+
+
+LOST_FIELDS = ["timestamp", "index", "uuid", "power.draw.instant", "power.draw.average", "temperature.gpu",
+               "clocks.sm", "clocks_event_reasons.active"]
+
+
+def test_error_line_after_a_good_row_names_the_gpu_and_keeps_the_row_c10():
+    with pytest.raises(MeasurementError) as err:
+        smi.parse_query_csv(read("lost_gpu_line_rc0.txt"), LOST_FIELDS)
+    assert err.value.device == "GPU 0000:11:00.0" and str(err.value).startswith("GPU 0000:11:00.0: ")
+    assert "Unable to determine the device handle" in str(err.value)
+    assert isinstance(err.value, smi.SmiOutputError)
+    assert err.value.rows == [{"timestamp": datetime(2024, 3, 15, 13, 57, 59, 791000), "index": 0, "uuid": "GPU-x",
+                               "power.draw.instant": 70.68, "power.draw.average": 70.89, "temperature.gpu": 26,
+                               "clocks.sm": 345, "clocks_event_reasons.active": 1}]
+
+
+def test_probe_with_an_error_line_and_exit_status_0_is_a_measurement_error_naming_the_gpu_c10():
+    def run(argv):
+        fields = argv[1].split("=", 1)[1].split(",")
+        values = FakeSmi.values
+        return 0, ", ".join(values[f] for f in fields) + "\n" + read("lost_gpu_line_rc0.txt").splitlines()[1] + "\n"
+
+    with pytest.raises(MeasurementError, match=r"^GPU 0000:11:00\.0: "):
+        smi.probe_fields([0, 1], run=run)
+
+
+def test_error_line_of_a_one_field_query_is_not_taken_for_a_value():
+    with pytest.raises(smi.SmiOutputError) as err:
+        smi.parse_query_csv("35\nUnable to determine the device handle for GPU 1: GPU is lost\n", ["temperature.gpu"])
+    assert err.value.device == "GPU 1" and err.value.rows == [{"temperature.gpu": 35}]
+
+
+def test_list_gpus_keeps_the_gpus_listed_before_a_lost_one():
+    def run(argv):
+        return 0, ("0, NVIDIA H200, GPU-a, 00000000:06:00.0\n"
+                   "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error\n")
+
+    assert smi.list_gpus(run=run) == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-a",
+                                       "pci_bus_id": "00000000:06:00.0"}]
+
+
+def test_streamed_error_line_is_an_event_naming_the_gpu_and_good_rows_are_kept_c10():
+    roles = dict(zip(["timestamp", "index", "uuid", "power_instant_w", "power_w", "temperature_c", "sm_clock_mhz",
+                      "clocks_event_reasons"], LOST_FIELDS))
+    stream = smi.SmiStream(roles)
+    samples, events = stream.feed(read("lost_gpu_line_rc0.txt").encode(), read_t_s=2.5)
+    assert samples == [(2.5, {"index": 0, "uuid": "GPU-x", "power_instant_w": 70.68, "power_w": 70.89,
+                              "temperature_c": 26, "sm_clock_mhz": 345, "clocks_event_reasons": 1})]
+    assert events == [{"event": "nvidia_smi_error", "device": "GPU 0000:11:00.0", "t_s": 2.5,
+                       "line": "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error"}]
+
+
+# ----------------------------------------------------------------------------- t_s on the monotonic clock
+
+STREAM_ROLES = {"timestamp": "timestamp", "index": "index", "power_instant_w": "power.draw.instant"}
+
+
+def smi_line(printed: datetime, watts: float) -> bytes:
+    return f"{printed.strftime('%Y/%m/%d %H:%M:%S.%f')[:-3]}, 0, {watts:.2f}\n".encode()
+
+
+def test_clock_step_of_minus_2_s_moves_no_sample():
+    """An NTP correction of -2 s mid-stream: the printed time jumps back, the samples do not."""
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 3, 29, 1, 59, 59)
+    out, events = [], []
+    for i in range(40):  # one line per read, every 50 ms
+        printed = wall + timedelta(seconds=0.05 * i) - (timedelta(seconds=2) if i >= 20 else timedelta(0))
+        s, e = stream.feed(smi_line(printed, 100.0 + i), read_t_s=0.1 + 0.05 * i)
+        out += s
+        events += e
+    t = [x[0] for x in out]
+    assert len(out) == 40 and [x[1]["power_instant_w"] for x in out] == [100.0 + i for i in range(40)]
+    gaps = [b - a for a, b in zip(t, t[1:])]
+    assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)   # ordered, no gap
+    assert events == [{"event": "nvidia_smi_clock_step", "t_s": pytest.approx(0.1 + 0.05 * 20), "step_s": -2.0}]
+
+
+def test_buffered_rows_are_spread_by_printed_distance_but_never_before_the_previous_read_or_out_of_order():
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 10, 25, 2, 59, 59, 900000)
+    (first,), _ = stream.feed(smi_line(wall, 1), read_t_s=1.0)
+    # three rows in one read, 50 ms apart as printed: placed back from the read time
+    chunk = b"".join(smi_line(wall + timedelta(seconds=0.05 * k), 2 + k) for k in (1, 2, 3))
+    samples, _ = stream.feed(chunk, read_t_s=1.2)
+    assert [round(t, 3) for t, _ in samples] == [1.1, 1.15, 1.2]
+    # a step of -2 s inside one read: kept in order, the earlier row clamped to the later one
+    chunk = smi_line(wall + timedelta(seconds=0.2), 5) + smi_line(wall - timedelta(seconds=1.75), 6)
+    samples, events = stream.feed(chunk, read_t_s=1.3)
+    assert [t for t, _ in samples] == [1.3, 1.3] and events[0]["event"] == "nvidia_smi_clock_step"
+    # a step of +1 h (daylight saving) inside one read: the earlier row goes no further back than the last read
+    chunk = smi_line(wall, 7) + smi_line(wall + timedelta(hours=1), 8)
+    samples, _ = stream.feed(chunk, read_t_s=1.4)
+    assert [t for t, _ in samples] == [1.3, 1.4]
+    assert first[0] == 1.0
+
+
+def test_rows_of_several_gpus_printed_together_share_their_read_time():
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 1, 1, 12, 0, 0)
+    samples, _ = stream.feed(smi_line(wall, 1) + smi_line(wall, 2).replace(b", 0, ", b", 1, "), read_t_s=0.5)
+    assert [(t, r["index"]) for t, r in samples] == [(0.5, 0), (0.5, 1)]
+
+
+def test_a_line_split_across_reads_is_timed_when_it_is_complete():
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    line = smi_line(datetime(2026, 1, 1, 12, 0, 0), 123.45)
+    assert stream.feed(line[:10], read_t_s=0.2) == ([], [])
+    (sample,), _ = stream.feed(line[10:], read_t_s=0.25)
+    assert sample == (0.25, {"index": 0, "power_instant_w": 123.45})

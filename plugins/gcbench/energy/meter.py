@@ -564,6 +564,8 @@ class Meter:
             for ev in self.events:
                 if ev.get("event") == "rapl_wrap_unknown" and a <= ev.get("t_s", -1) <= b + 1.0:
                     flags.append("rapl_wrap_unknown")
+                if ev.get("event") == "nvidia_smi_error" and a <= ev.get("t_s", -1) <= b + 1.0:
+                    flags.append("nvidia_smi_error")  # a GPU's line was an error: its good rows are kept
                 # checked at both edges and during the window; the end check runs a few ms after b
                 if ev.get("event") == "foreign_process" and ev.get("device") in labels and \
                         a <= ev.get("t_s", -1) <= b + 0.1:

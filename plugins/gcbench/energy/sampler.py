@@ -9,7 +9,12 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
   between them), ``burst`` (locate the next counter ticks), ``stop``. End of file (the
   trial died) stops at once.
 * stdout: ``{"ready": ...}`` once sampling runs, ``{"event": ...}`` findings
-  (``rapl_wrap_unknown``), ``{"done": true, "rows": n}`` at the end.
+  (``rapl_wrap_unknown``; from nvidia-smi ``nvidia_smi_error`` naming the GPU,
+  ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``), ``{"done": true, "rows": n}``
+  at the end.
+
+nvidia-smi rows are timed on this process's monotonic clock when they are read, not
+by their printed wall-clock timestamp (see :class:`gcbench.energy.smi.SmiStream`).
 
 Rates: power fields at ``sample_hz``; the energy counter at ``counter_hz`` (a read
 costs ~4 ms on an H200), and in a *burst* after each window edge and at stop: every
@@ -103,7 +108,7 @@ class Sampler:
         self.reader = None
         self.sims = []
         self.smi = None
-        self.smi_buf = b""
+        self.smi_stream = None
         if self.backend == "nvml":
             from gcbench.energy import nvml
 
@@ -122,9 +127,9 @@ class Sampler:
             argv = smi.query_argv(self.smi_fields, [g["index"] for g in self.gpus],
                                   interval_ms=max(int(round(self.power_dt * 1000)), 10),
                                   nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi")
+            self.smi_stream = smi.SmiStream(self.smi_roles, start_t_s=self.now())
             self.smi = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             self.smi_labels = {g["index"]: g["label"] for g in self.gpus}
-            self.wall_origin = float(cfg["origin_wall"])
         self.rapl = []
         from gcbench.energy.rapl import RaplCounter, read_int
 
@@ -254,29 +259,18 @@ class Sampler:
                 _emit({"event": "rapl_wrap_unknown", "device": label, "t_s": t})
         self.rapl_last_t = t
 
-    def read_smi(self, data: bytes) -> None:
-        from gcbench.energy import smi
-
-        self.smi_buf += data
-        *lines, self.smi_buf = self.smi_buf.split(b"\n")
-        cols = [(f, None) for f in self.smi_fields]
-        for raw in lines:
-            line = raw.decode("utf-8", "replace").strip()
-            if not line:
-                continue
-            try:
-                row = smi.row_to_sample(smi.parse_csv_line(line, cols), self.smi_roles)
-            except ValueError:
-                if self.events < MAX_EVENTS:
-                    self.events += 1
-                    _emit({"event": "nvidia_smi_unparsed", "line": line[:200]})
-                continue
-            ts = row.pop("timestamp", None)
-            t = ts.timestamp() - self.wall_origin if ts is not None else self.now()
+    def read_smi(self, data: bytes, read_t_s: float | None = None) -> None:
+        """Write the rows of nvidia-smi output read at ``read_t_s`` (now by default)."""
+        samples, events = self.smi_stream.feed(data, self.now() if read_t_s is None else read_t_s)
+        for t, row in samples:
             label = self.smi_labels.get(row.pop("index", None))
             row.pop("uuid", None)
             if label is not None:
                 self.writer.row(t, label, "nvidia-smi", row)
+        for ev in events:
+            if self.events < MAX_EVENTS:
+                self.events += 1
+                _emit(ev)
 
     # ------------------------------------------------------------ loop
     def run(self, fd: int | None = 0) -> int:

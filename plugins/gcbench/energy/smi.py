@@ -9,11 +9,23 @@ Facts (fixtures in tests/fixtures/nvidia-smi, recorded on an H200, driver 580):
   supports and falls back field by field (``power.draw.instant`` -> ``power.draw``),
   recording which field fills each role.
 * ``[N/A]``, ``[Not Supported]``, ``N/A`` and ``Not Found`` are missing values (None),
-  never 0.
+  never 0, and so is *any* bracketed cell: drivers add markers over the years
+  (``[Requested functionality has been deprecated]`` on 590-610), and a role whose
+  field gives only markers falls back to its next field.
+* Units: ``--format=csv`` puts them in the header (``power.draw [W]``), but
+  ``csv,noheader`` keeps them in every cell (``631.95 W``, ``19818 MiB``, ``100 %``);
+  they are stripped either way (:data:`UNITS`).
+* nvidia-smi may print an error line among its rows and still exit 0
+  (``Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error``):
+  :class:`SmiOutputError`, a :class:`~gcbench.errors.MeasurementError` naming that
+  GPU, carrying the good rows.
 * ``power.draw`` is the 1-second average, ``power.draw.instant`` the instant value
   (h200_loop_50ms_power_draw_vs_instant.txt shows the average decaying over 1 s after
   the instant value dropped).
-* ``timestamp`` is local wall-clock time ``YYYY/MM/DD HH:MM:SS.mmm``.
+* ``timestamp`` is local wall-clock time ``YYYY/MM/DD HH:MM:SS.mmm``: a time zone, a
+  daylight-saving change or an NTP step moves it. Streamed samples are therefore timed
+  on the sampler's monotonic clock (:class:`SmiStream`); the printed time is only a
+  cross-reference, whose steps are reported.
 
 Every command is an argv list (no shell); plan values never reach a shell.
 """
@@ -27,9 +39,19 @@ import subprocess
 from datetime import datetime
 from typing import Callable
 
+from gcbench.errors import MeasurementError
+
 MISSING = {"[N/A]", "[Not Supported]", "N/A", "Not Found", "[Unknown Error]",
            "[Insufficient Permissions]", "[GPU requires reset]", "[GPU is lost]", "Unknown Error", ""}
-"""Cell values that mean *unknown*."""
+"""Cell values that mean *unknown* (besides any ``[...]`` cell, see :func:`is_missing`)."""
+
+UNITS = ("W", "mW", "kW", "J", "mJ", "kJ", "Wh", "KiB", "MiB", "GiB", "TiB", "B", "KB", "MB", "GB", "TB",
+         "Hz", "kHz", "MHz", "GHz", "%", "C", "\u00b0C", "F", "V", "mV", "A", "mA", "s", "ms", "us", "ns",
+         "RPM", "KB/s", "MB/s", "GB/s")
+"""Unit suffixes nvidia-smi prints after numbers (``csv`` without ``nounits``, ``-q``)."""
+
+NUMERIC_ROLES = ("power_instant_w", "power_w", "temperature_c", "sm_clock_mhz", "clocks_event_reasons")
+"""Sample roles that hold numbers: any other value in them is unknown (None)."""
 
 ROLES: dict[str, tuple[str, ...]] = {
     "timestamp": ("timestamp",),
@@ -72,17 +94,29 @@ def parse_timestamp(text: str) -> datetime:
 
 
 _NUMBER_RE = re.compile(r"^[-+]?\d+(\.\d+)?$")
+_WITH_UNIT_RE = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>"
+                           + "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True)) + r")$")
+
+
+def is_missing(cell: str) -> bool:
+    """True for a cell that means *unknown*: :data:`MISSING` or any ``[...]`` marker."""
+    s = cell.strip()
+    return s in MISSING or (s.startswith("[") and s.endswith("]"))
 
 
 def parse_value(raw: str, field: str = "", unit: str | None = None):
     """One cell of a ``--query-gpu`` CSV.
 
-    Returns None for missing values, a datetime for ``timestamp``, an int for hex
-    bitmasks (``0x0000000000000001``), a float or int for numbers (the unit suffix, if
-    given or present, stripped), else the stripped string (``Not Active``, names).
+    Returns None for missing values (:func:`is_missing`), a datetime for
+    ``timestamp``, an int for hex bitmasks (``0x0000000000000001``), a float or int for
+    numbers (a unit suffix stripped: the header's ``unit`` or any of :data:`UNITS`,
+    ``631.95 W`` -> 631.95), else the stripped string (``Not Active``, names).
+
+    Raises:
+        ValueError: a ``timestamp`` cell that is not ``YYYY/MM/DD HH:MM:SS.mmm``.
     """
     s = raw.strip()
-    if s in MISSING:
+    if is_missing(s):
         return None
     if field == "timestamp":
         return parse_timestamp(s)
@@ -91,8 +125,11 @@ def parse_value(raw: str, field: str = "", unit: str | None = None):
             return int(s, 16)
         except ValueError:
             return s
-    if unit and s.endswith(" " + unit):
-        s = s[: -len(unit) - 1]
+    if unit and s.endswith(unit) and _NUMBER_RE.match(s[: -len(unit)].rstrip()):
+        s = s[: -len(unit)].rstrip()
+    m = _WITH_UNIT_RE.match(s)
+    if m:
+        s = m.group("num")
     if _NUMBER_RE.match(s):
         return float(s) if "." in s else int(s)
     return s
@@ -114,12 +151,56 @@ def parse_csv_line(line: str, columns: list[tuple[str, str | None]]) -> dict:
     """One data line of ``--query-gpu`` output -> {field: value}.
 
     Raises:
-        ValueError: when the number of cells differs from the number of columns.
+        ValueError: when the number of cells differs from the number of columns, or
+            the timestamp cell is not a time (an error message, not a row).
     """
-    cells = next(csv.reader([line.rstrip("\r\n")], skipinitialspace=True))
+    if is_error_line(line):
+        raise ValueError(f"nvidia-smi error: {line.strip()[:200]!r}")
+    cells = next(csv.reader([line.rstrip("\r\n")], skipinitialspace=True), [])
     if len(cells) != len(columns):
         raise ValueError(f"expected {len(columns)} cells, got {len(cells)}: {line!r}")
     return {f: parse_value(c, f, u) for (f, u), c in zip(columns, cells)}
+
+
+class SmiOutputError(MeasurementError, ValueError):
+    """nvidia-smi printed a line that is not a row (an error message) among its rows.
+
+    A :class:`~gcbench.errors.MeasurementError` naming the GPU of the message
+    (``GPU 0000:11:00.0``; ``nvidia-smi`` when it names none), and a ValueError for
+    callers that treat any unparsable output alike.
+
+    Attributes:
+        line: the first such line.
+        rows: the rows that did parse, in order (nothing measured is lost).
+    """
+
+    def __init__(self, device: str, message: str, line: str, rows: list[dict]):
+        super().__init__(device, message)
+        self.line = line
+        self.rows = rows
+
+
+_GPU_IN_MESSAGE_RE = re.compile(r"\bGPU\s+(?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|\d+)\b",
+                                re.IGNORECASE)
+
+
+_ERROR_LINE_RE = re.compile(
+    r"^\s*(Unable to |Failed to |NVIDIA-SMI has failed|No devices were found|Unknown Error|Insufficient Permissions"
+    r"|GPU is lost|Error\b)|device handle|Unknown Error\s*$", re.IGNORECASE)
+
+
+def is_error_line(line: str) -> bool:
+    """True for one of nvidia-smi's error messages (``Unable to determine the device
+    handle for GPU 0000:11:00.0: Unknown Error``, ``No devices were found``, ...), which
+    it prints where a row should be, sometimes with exit status 0."""
+    return bool(_ERROR_LINE_RE.search(line))
+
+
+def error_device(line: str) -> str:
+    """The GPU an nvidia-smi error message is about: ``GPU 0000:11:00.0``, ``GPU 1``,
+    or ``nvidia-smi`` when it names none."""
+    m = _GPU_IN_MESSAGE_RE.search(line)
+    return f"GPU {m.group('id')}" if m else "nvidia-smi"
 
 
 def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
@@ -130,8 +211,15 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
             (``csv,noheader[,nounits]``).
         fields: the queried fields, required when there is no header.
 
+    Returns:
+        one {field: value} per row (see :func:`parse_value`).
+
     Raises:
-        ValueError: on an error message (see :func:`invalid_field`) or a bad line.
+        ValueError: the output is nvidia-smi's invalid-field message (see
+            :func:`invalid_field`).
+        SmiOutputError: a line is not a row (an error message such as ``Unable to
+            determine the device handle for GPU ...``): names the GPU, keeps the good
+            rows in ``rows``.
     """
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if lines and invalid_field(lines[0]):
@@ -142,7 +230,17 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
         columns, lines = parse_header(lines[0]), lines[1:]
     else:
         columns = [(f, None) for f in fields]
-    return [parse_csv_line(ln, columns) for ln in lines]
+    rows, bad = [], []
+    for ln in lines:
+        try:
+            rows.append(parse_csv_line(ln, columns))
+        except ValueError:
+            bad.append(ln.strip())
+    if bad:
+        device = error_device(bad[0])
+        raise SmiOutputError(device, f"nvidia-smi printed {len(bad)} line(s) that are not rows "
+                             f"(after {len(rows)} good row(s)): {bad[0][:200]}", bad[0], rows)
+    return rows
 
 
 _INVALID_RE = re.compile(r'Field "(?P<field>[^"]+)" is not a valid field to query')
@@ -181,11 +279,10 @@ def probe_fields(indices: list[int], run: Runner = run_argv, nvidia_smi: str = "
         ``power.draw.instant`` printed ``[N/A]``.
 
     Raises:
-        gcbench.errors.MeasurementError: nvidia-smi fails for another reason, or a
-            required role (timestamp, index, power) has no field.
+        gcbench.errors.MeasurementError: nvidia-smi fails for another reason, prints an
+            error line for a GPU (:class:`SmiOutputError`, naming it), or a required
+            role (timestamp, index, power) has no field.
     """
-    from gcbench.errors import MeasurementError
-
     choice = {role: 0 for role in ROLES}
     for _ in range(max_tries):
         chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
@@ -214,8 +311,86 @@ def probe_fields(indices: list[int], run: Runner = run_argv, nvidia_smi: str = "
 
 
 def row_to_sample(row: dict, roles: dict[str, str]) -> dict:
-    """A parsed CSV row -> {role: value} (missing values stay None)."""
-    return {role: row.get(f) for role, f in roles.items()}
+    """A parsed CSV row -> {role: value}; missing values stay None, and so does a
+    non-number in a numeric role (:data:`NUMERIC_ROLES`), never written as text."""
+    out = {role: row.get(f) for role, f in roles.items()}
+    for role in NUMERIC_ROLES:
+        v = out.get(role)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            out[role] = None
+    return out
+
+
+class SmiStream:
+    """Streamed ``--query-gpu ... -lms N`` output -> samples timed on the monotonic clock.
+
+    ``t_s`` of a row is the sampler's monotonic time when the row was read, never its
+    printed ``timestamp`` (local wall-clock time: a time zone, a daylight-saving change
+    or an NTP step would move or reorder samples). When one read returns several rows
+    (nvidia-smi buffered them), the earlier ones are placed back by their printed
+    distance to the last one, bounded by the previous read and kept in order, so a
+    wall-clock step moves no sample by more than the interval between two reads and
+    never reorders them. The printed time is kept as a cross-reference: a change of
+    more than ``clock_step_s`` in (printed time - t_s) between two rows is reported as
+    an ``nvidia_smi_clock_step`` event.
+
+    Args:
+        roles: {role: field} from :func:`probe_fields`.
+        start_t_s: when nvidia-smi was started, s on the sampler's clock (no row is
+            placed earlier).
+        clock_step_s: the change of printed-time offset reported as a clock step, s.
+
+    :meth:`feed` returns (samples, events): samples are ``(t_s, {role: value})`` with
+    ``timestamp`` removed; events are dicts for the sampler's event stream:
+    ``nvidia_smi_error`` (an error line, ``device`` naming the GPU, the good rows
+    kept), ``nvidia_smi_unparsed`` (another line that is not a row),
+    ``nvidia_smi_clock_step``.
+    """
+
+    def __init__(self, roles: dict[str, str], start_t_s: float = 0.0, clock_step_s: float = 0.5):
+        self.roles = roles
+        self.columns = [(f, None) for f in dict.fromkeys(roles.values())]
+        self.buf = b""
+        self.floor_t_s = start_t_s
+        self.clock_step_s = clock_step_s
+        self.offset_s: float | None = None
+
+    def feed(self, data: bytes, read_t_s: float) -> tuple[list[tuple[float, dict]], list[dict]]:
+        """Add bytes read at ``read_t_s`` (s, monotonic); returns (samples, events)."""
+        self.buf += data
+        *raw_lines, self.buf = self.buf.split(b"\n")
+        rows: list[dict] = []
+        events: list[dict] = []
+        for raw in raw_lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line:
+                continue
+            try:
+                rows.append(row_to_sample(parse_csv_line(line, self.columns), self.roles))
+            except ValueError:
+                kind = "nvidia_smi_error" if is_error_line(line) else "nvidia_smi_unparsed"
+                events.append({"event": kind, "device": error_device(line), "line": line[:200], "t_s": read_t_s})
+        if not rows:
+            return [], events
+        times = [0.0] * len(rows)
+        last = rows[-1].get("timestamp")
+        times[-1] = max(read_t_s, self.floor_t_s)
+        for i in range(len(rows) - 2, -1, -1):
+            ts = rows[i].get("timestamp")
+            back = (last - ts).total_seconds() if ts is not None and last is not None else 0.0
+            times[i] = min(times[i + 1], max(self.floor_t_s, read_t_s - max(back, 0.0)))
+        self.floor_t_s = times[-1]
+        samples = []
+        for t, row in zip(times, rows):
+            ts = row.pop("timestamp", None)
+            if ts is not None:
+                offset = ts.timestamp() - t
+                if self.offset_s is not None and abs(offset - self.offset_s) > self.clock_step_s:
+                    events.append({"event": "nvidia_smi_clock_step", "t_s": t,
+                                   "step_s": round(offset - self.offset_s, 3)})
+                self.offset_s = offset
+            samples.append((t, row))
+        return samples, events
 
 
 # ---------------------------------------------------------------- -q and table
@@ -359,6 +534,8 @@ def list_gpus(run: Runner = run_argv, nvidia_smi: str = "nvidia-smi") -> list[di
         return []
     try:
         rows = parse_query_csv(out, ["index", "name", "uuid", "pci.bus_id"])
+    except SmiOutputError as exc:  # a lost GPU: the others are still listed
+        rows = exc.rows
     except ValueError:
         return []
     return [{"index": r["index"], "name": r["name"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
