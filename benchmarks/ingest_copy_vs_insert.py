@@ -63,7 +63,8 @@ def main() -> None:
             conn.commit()
             t0 = time.perf_counter()
             with conn.cursor() as cur:
-                rows, dropped = ingest.copy_samples(cur, path, copy_pk)
+                copied = ingest.copy_samples(cur, path, copy_pk)
+                rows, dropped = copied.rows, sum(copied.dropped.values())
             conn.commit()
             copy_s = time.perf_counter() - t0
             assert (rows, dropped) == (args.samples, 0), (rows, dropped, args.samples)

@@ -141,7 +141,7 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
             reasons.append(f"{device}: negative power reading ({power.min():.1f} W)")
         if limit_w and len(power) and power.max() > (1 + settings.power_limit_margin_rel) * limit_w:
             reasons.append(f"{device}: power {power.max():.0f} W above the GPU's limit {limit_w:.0f} W")
-        ev = win["clocks_event_reasons"].dropna().astype("int64")
+        ev = win["clocks_event_reasons"].dropna()  # unsigned 64-bit: no cast to int64 (bit 63 would overflow)
         if len(ev):
             seen = 0
             for v in ev:

@@ -271,16 +271,61 @@ CORRUPTIONS = {
                                                                 if k in ("schema", "trial_id", "plan", "status")})),
                              "result.json refused: truncated, missing metrics, energy"),
     "wrong shape": (lambda p: _rewrite(p, metrics=[1, 2]), "result.json refused: metrics is list, expected dict"),
-    "NUL character": (lambda p: _rewrite(p, error="bad\u0000byte"), "result.json refused: error holds a NUL character"),
-    "lone surrogate": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": "\\ud800"}'), "holds a lone surrogate"),
-    "NaN": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": NaN}'), "x is nan (not a finite number)"),
-    "bad exit status": (lambda p: _rewrite(p, exit_code="zero"), "exit_code is str, expected int"),
-    "bad timestamp": (lambda p: _rewrite(p, finished_at="yesterday"), "finished_at 'yesterday' is not an ISO 8601"),
-    "huge number": (lambda p: _rewrite(p, exit_code=2 ** 40), "exit_code 1099511627776 out of range"),
+    "nested too deep": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": ' + "[" * 100000 + "]" * 100000 + "}"),
+                        "result.json refused: not valid JSON (RecursionError"),
 }
+"""result.json files that are not this trial's result: refused whole, the trial failed, its samples kept."""
+
+REPAIRS = {
+    # name: (corruption, SQL of the stored value, expected value, a note that says so)
+    "NUL character": (lambda p: _rewrite(p, error="bad\u0000byte"), "error", "bad\ufffdbyte",
+                      "result.json error: 1 NUL character replaced with U+FFFD"),
+    "lone surrogate": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": "a\\ud800b"}'), "result->>'x'", "a\ufffdb",
+                       "result.json x: 1 lone surrogate (not UTF-8) replaced with U+FFFD"),
+    "invalid UTF-8": (lambda p: p.write_bytes(p.read_bytes()[:-1] + b', "x": "caf\xc3"}'), "result->>'x'", "caf\ufffd",
+                      "result.json: 1 invalid UTF-8 sequence replaced with U+FFFD"),
+    "NaN": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": NaN}'), "result->'x'", None,
+            "result.json x: nan is not a finite number: stored as null"),
+    "1e400": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": [1e400, -0, -0.0]}'), "result->'x'", [None, 0, 0],
+              "result.json x[0]: inf is not a finite number"),
+    "huge integer": (lambda p: p.write_text(p.read_text()[:-1] + ', "x": ' + "9" * 5000 + "}"), "result->'x'", None,
+                     "result.json x: an integer of 5000 digits: stored as null"),
+    "big integer kept exactly": (lambda p: _rewrite(p, x=2 ** 64 + 1), "result->>'x'", str(2 ** 64 + 1), None),
+    # an exit status that is none: the runner's (0) is stored instead
+    "bad exit status": (lambda p: _rewrite(p, exit_code="zero"), "exit_code", 0,
+                        "result.json exit_code: 'zero' is not a 32-bit integer: stored as null"),
+    "huge exit status": (lambda p: _rewrite(p, exit_code=2 ** 40), "exit_code", 0,
+                         "result.json exit_code: 1099511627776 is not a 32-bit integer"),
+    "bad timestamp": (lambda p: _rewrite(p, finished_at="yesterday"), "finished_at", None,
+                      "result.json finished_at: 'yesterday' is not an ISO 8601 time"),
+    "offset PostgreSQL refuses": (lambda p: _rewrite(p, finished_at="2026-01-01T20:00:00+20:00"),
+                                  "to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI')", "2026-01-01 00:00",
+                                  None),
+    "long error": (lambda p: _rewrite(p, error="E" * 100 + "x" * 200_000 + "the end"), "right(error, 7)", "the end",
+                   "result.json error: cut from 200107 to 65536 characters"),
+    "NUL in a metric name and value": (lambda p: _rewrite(p, metrics={**json.loads(p.read_text())["metrics"],
+                                                                      "no\u0000te": "a\u0000b"}),
+                                       "(SELECT text_value FROM metrics m WHERE m.trial_pk = t.id "
+                                       "AND m.name = 'no\ufffdte')", "a\ufffdb", "result.json metrics (key)"),
+    "metric beyond double precision": (lambda p: _rewrite(p, metrics={**json.loads(p.read_text())["metrics"],
+                                                                      "huge_j": 10 ** 400}),
+                                       "(SELECT coalesce(value::text, 'NULL') FROM metrics m WHERE m.trial_pk = t.id "
+                                       "AND m.name = 'huge_j')", "NULL", "metrics.huge_j: an integer of 401 digits"),
+    "wrong type of a known field": (lambda p: _rewrite(p, windows={"main": {"start_s": "soon", "end_s": 2.0}}),
+                                    "result->'windows'->'main'->'start_s'", None,
+                                    "result.json windows.main.start_s: 'soon' is not a number: stored as null"),
+    "wrong types in device entries": (
+        lambda p: _rewrite(p, energy={"main": {**json.loads(p.read_text())["energy"]["main"],
+                                               "gpu": [7, {**json.loads(p.read_text())["energy"]["main"]["gpu"][0],
+                                                           "method": 3, "energy_j": "lots"}],
+                                               "flags": ["ok", 1]}}),
+        "gpu_method", "?", "result.json energy.main.gpu[0].method: 3 is not text"),
+}
+"""result.json values PostgreSQL cannot hold or GC-Bench cannot read: the value alone is
+repaired (U+FFFD, cut) or stored as null, noted; the rest of the trial is stored."""
 
 
-def test_truncated_non_json_and_foreign_result_files_are_refused_by_collect_with_the_reason(gcbench_env, pg_url):
+def test_files_that_are_not_the_trials_result_are_refused_by_collect_with_the_reason(gcbench_env, pg_url):
     from gcbench.factory.dag import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", len(CORRUPTIONS) + 1)
@@ -306,26 +351,91 @@ def test_truncated_non_json_and_foreign_result_files_are_refused_by_collect_with
     assert again["unchanged"] == 1 and query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
 
 
-BAD_ROWS = [
+def test_values_postgresql_cannot_hold_cost_that_value_only_and_are_noted(gcbench_env, pg_url):
+    from gcbench.factory.dag import collect_run
+
+    plan, items = _noop_trials(gcbench_env / "run", len(REPAIRS))
+    for (corrupt, *_), item in zip(REPAIRS.values(), items):
+        corrupt(Path(item["outdir"]) / "result.json")
+    rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)
+
+    summary = collect_run(plan, run_ctx(), items)
+    assert (summary["stored"], summary["failed"], summary["samples"]) == (len(items), 0, rows_written)
+    assert summary["fields_nulled"] >= 9 and summary["text_repaired"] >= 5
+    for (name, (_, column, value, note)), item in zip(REPAIRS.items(), items):
+        (status, stored, notes, gpu_j), = query(
+            pg_url, f"SELECT status, {column}, ingest_notes, (SELECT value FROM metrics m WHERE m.trial_pk = t.id "
+                    f"AND m.name = 'gpu_energy_j') FROM trials t WHERE trial_id = %s", (item["trial_id"],))
+        assert status == "ok" and stored == value, (name, stored)
+        assert gpu_j is not None and gpu_j > 0, f"{name}: the trial's energy is kept"
+        if note:
+            assert any(note in n for n in notes), (name, notes)
+    assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
+    assert collect_run(plan, run_ctx(), items)["unchanged"] == len(items)  # stored once, a retry changes nothing
+
+
+def test_a_failure_of_the_database_over_the_content_stores_the_trial_failed_with_the_reason(gcbench_env, pg_url,
+                                                                                          monkeypatch):
+    """Content the checks let through and the server still refuses: the trial is stored
+    failed with the server's reason, and collect never raises for it (no endless retry)."""
+    from gcbench.factory.dag import collect_run
+    from gcbench.store import ingest
+
+    plan, items = _noop_trials(gcbench_env / "run", 2)
+    real = ingest._metric_rows
+
+    def refused_by_server(trial_pk, metrics, notes):
+        rows = real(trial_pk, metrics, notes)
+        return rows + rows[:1]  # a duplicate primary key: IntegrityError from the server
+
+    monkeypatch.setattr(ingest, "_metric_rows", refused_by_server)
+    summary = collect_run(plan, run_ctx(), items)
+    assert summary["stored"] == 2 and summary["failed"] == 2
+    for status, error, notes in query(pg_url, "SELECT status, error, ingest_notes FROM trials"):
+        assert status == "failed" and error.startswith("trial files refused by the database: duplicate key")
+        assert notes[0].startswith("stored without its files: trial files refused by the database")
+    monkeypatch.setattr(ingest, "_metric_rows", real)
+    assert collect_run(plan, run_ctx(), items)["stored"] == 2  # the next attempt stores the files
+    assert {r[0] for r in query(pg_url, "SELECT status FROM trials")} == {"ok"}
+
+
+DROPPED_ROWS = [
     b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980\n",            # a field short
     b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,0,9\n",        # a field too many
     b"1.0,gpu0,,300.0,301.5,1000,40,1980,0\n",                   # no source (NOT NULL)
     b",gpu0,simulated,300.0,301.5,1000,40,1980,0\n",             # no time
-    b"1.0,gpu\xff\xfe,simulated,300.0,301.5,1000,40,1980,0\n",   # not UTF-8
-    b"1.0,gpu\x000,simulated,300.0,301.5,1000,40,1980,0\n",      # NUL
-    b'1.0,"gpu0,simulated,300.0,301.5,1000,40,1980,0\n',         # an unbalanced quote
-    b"1.0,gpu0,simulated,1_000,301.5,1000,40,1980,0\n",          # Python's float() takes it, PostgreSQL does not
-    b"1.0,gpu0,simulated,1e-400,301.5,1000,40,1980,0\n",         # underflows
-    b"1.0,gpu0,simulated,1e400,301.5,1000,40,1980,0\n",          # overflows
-    b"1.0,gpu0,simulated,NaN,301.5,1000,40,1980,0\n",            # not finite
-    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,1.5\n",        # not an integer
-    b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,99999999999999999999\n",  # beyond bigint
+    b"NaN,gpu0,simulated,300.0,301.5,1000,40,1980,0\n",          # a time that is no time
+    b"1e400,gpu0,simulated,300.0,301.5,1000,40,1980,0\n",        # a time beyond double precision
     b"1.0,gpu0,simulated,300.0,301.5,10",                         # cut by a kill
 ]
+"""Rows that cannot be placed (no time, device or source; fields out of line): dropped, counted."""
+
+KEPT_ROWS = [
+    # (row, column, stored value, counted as)
+    (b"1.0,gpu\xff\xfe,simulated,300.0,301.5,1000,40,1980,0\n", "device", "gpu\ufffd\ufffd", "repaired"),  # not UTF-8
+    (b"1.0,gpu\x000,simulated,300.0,301.5,1000,40,1980,0\n", "device", "gpu\ufffd0", "repaired"),          # NUL
+    (b'1.0,"gpu0,simulated,300.0,301.5,1000,40,1980,0\n', "device", '"gpu0', None),                    # a lone quote
+    (b"1.0,gpu0,simulated,1_000,301.5,1000,40,1980,0\n", "power_w", None, "nulled"),  # float() takes it, PostgreSQL not
+    (b"1.0,gpu0,simulated,1e-400,301.5,1000,40,1980,0\n", "power_w", None, "nulled"),         # underflows
+    (b"1.0,gpu0,simulated,1e400,301.5,1000,40,1980,0\n", "power_w", None, "nulled"),          # overflows
+    (b"1.0,gpu0,simulated,NaN,301.5,1000,40,1980,0\n", "power_w", None, "nulled"),            # not finite
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,inf,1980,0\n", "temperature_c", None, "nulled"),   # not finite either
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,1.5\n", "clocks_event_reasons", None, "nulled"),  # not an integer
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,-1\n", "clocks_event_reasons", None, "nulled"),   # not unsigned
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,18446744073709551616\n", "clocks_event_reasons", None,
+     "nulled"),                                                                                    # 2^64: beyond 64 bits
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,NaN\n", "clocks_event_reasons", None, "nulled"),
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,18446744073709551615\n", "clocks_event_reasons",
+     18446744073709551615, None),                                                                  # 2^64 - 1: exact
+    (b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,0x8000000000000001\n", "clocks_event_reasons",
+     0x8000000000000001, None),                                                                    # hex: exact
+    (b"1.0,gpu0,simulated,-0,301.5, 1000.5 ,40,1980,0\n", "energy_j", 1000.5, None),             # spaces around
+]
+"""Rows with one field no column holds: that field alone is NULL (or the label repaired), the row kept."""
 
 
-@pytest.mark.parametrize("bad", range(len(BAD_ROWS)))
-def test_sample_rows_the_server_would_refuse_are_dropped_and_counted_never_failing_collect(gcbench_env, pg_url, bad):
+@pytest.mark.parametrize("bad", range(len(DROPPED_ROWS)))
+def test_sample_rows_that_cannot_be_placed_are_dropped_and_counted_never_failing_collect(gcbench_env, pg_url, bad):
     from gcbench.factory.dag import collect_run
 
     plan = noop_plan("rows")
@@ -333,14 +443,42 @@ def test_sample_rows_the_server_would_refuse_are_dropped_and_counted_never_faili
     samples = Path(items[0]["outdir"]) / "samples.csv"
     write_samples(samples, 100)
     with open(samples, "ab") as f:
-        f.write(BAD_ROWS[bad])
-        if BAD_ROWS[bad].endswith(b"\n"):
-            write_rows = samples.read_bytes()
-            f.write(write_rows.splitlines(keepends=True)[1])  # a good row after the bad one
+        f.write(DROPPED_ROWS[bad])
+        if DROPPED_ROWS[bad].endswith(b"\n"):
+            f.write(samples.read_bytes().splitlines(keepends=True)[1])  # a good row after the bad one
     summary = collect_run(plan, run_ctx(), items)
-    good = 100 + (1 if BAD_ROWS[bad].endswith(b"\n") else 0)
-    assert summary["samples"] == good
-    assert query(pg_url, "SELECT count(*), min(samples_count) FROM samples, trials")[0] == (good, good)
+    good = 100 + (1 if DROPPED_ROWS[bad].endswith(b"\n") else 0)
+    assert (summary["samples"], summary["samples_dropped"]) == (good, 1)
+    assert query(pg_url, "SELECT count(*), min(samples_count), min(samples_dropped) FROM samples, trials")[0] == (
+        good, good, 1)
+    (notes,), = query(pg_url, "SELECT ingest_notes FROM trials")
+    assert any(n.startswith("samples.csv: 1 row(s) not stored (1 ") for n in notes), notes
+
+
+@pytest.mark.parametrize("bad", range(len(KEPT_ROWS)), ids=[f"{i}-{r[1]}" for i, r in enumerate(KEPT_ROWS)])
+def test_sample_field_no_column_holds_costs_that_field_never_the_rows_power_and_energy(gcbench_env, pg_url, bad):
+    from gcbench.factory.dag import collect_run
+
+    row, column, value, counted = KEPT_ROWS[bad]
+    row = b"7777.0," + row.split(b",", 1)[1]  # a time no other row has
+    plan = noop_plan("fields")
+    items = trial_items(expand(plan), gcbench_env / "run")
+    samples = Path(items[0]["outdir"]) / "samples.csv"
+    write_samples(samples, 100)
+    with open(samples, "ab") as f:
+        f.write(row)
+        f.write(samples.read_bytes().splitlines(keepends=True)[1])  # a good row after it
+    summary = collect_run(plan, run_ctx(), items)
+    assert (summary["samples"], summary["samples_dropped"]) == (102, 0)
+    assert summary["fields_nulled"] == (counted == "nulled") and summary["text_repaired"] == (counted == "repaired")
+    (stored, power, instant, energy), = query(
+        pg_url, f"SELECT {column}, power_w, power_instant_w, energy_j FROM samples WHERE t_s = 7777.0")
+    assert (int(stored) if column == "clocks_event_reasons" and stored is not None else stored) == value
+    assert instant == 301.5 and energy in (1000.0, 1000.5), "the row's power and energy are kept"
+    assert column == "power_w" or power in (300.0, 0.0)
+    (notes,), = query(pg_url, "SELECT ingest_notes FROM trials")
+    if counted:
+        assert any(n.startswith(f"samples.csv: {column} ") for n in notes), notes
 
 
 def test_samples_file_with_a_foreign_header_is_refused_and_the_trial_kept(gcbench_env, pg_url):

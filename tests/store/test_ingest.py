@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,8 @@ def test_migrations_apply_once(conn):
     assert db.migrate(conn) == []
     with conn.cursor() as cur:
         cur.execute("SELECT version FROM gcbench.schema_migrations")
-        assert sorted(r[0] for r in cur.fetchall()) == [1, 2]
+        assert sorted(r[0] for r in cur.fetchall()) == [v for v, _, _ in db.migrations()]
+    assert [v for v, _, _ in db.migrations()][:3] == [1, 2, 3]
 
 
 def test_collect_stores_trial_samples_metrics_and_co2e(conn, run_pk, tmp_path):
@@ -167,4 +169,142 @@ def test_deleting_a_run_deletes_its_samples(conn, run_pk, tmp_path):
         cur.execute("DELETE FROM dag_runs WHERE id = %s", (run_pk,))
         cur.execute("SELECT (SELECT count(*) FROM trials), (SELECT count(*) FROM samples)")
         assert cur.fetchone() == (0, 0)
+    conn.commit()
+
+
+# ----------------------------------------------------------------------------- nothing lost at ingestion (C06, C07)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "store"
+
+
+def test_log_with_nul_bytes_is_stored_replaced_and_a_retry_stores_it_again_c06(conn, run_pk, tmp_path):
+    """C06: a CUDA crash left NUL bytes at the end of trial.log; collect used to raise on every retry."""
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    write_trial(outdir, spec, n_samples=30)
+    (outdir / "result.json").unlink()  # the process died
+    log = (FIXTURES / "trial_log_with_nul.log").read_bytes()
+    n_nul = log.count(b"\x00")
+    assert n_nul == 64 and log.endswith(b"\x00")
+    (outdir / "trial.log").write_bytes(log)
+    for attempt in range(2):
+        out = ingest.collect_trial(conn, run_pk, spec, outdir, exit_code=-6)
+        assert (out.action, out.status, out.samples, out.text_repaired) == ("stored", "failed", 30, 1), attempt
+        assert out.notes == [f"log tail (trial.log): {n_nul} NUL characters replaced with U+FFFD"]
+    with conn.cursor() as cur:
+        cur.execute("SELECT log_tail, error, ingest_notes, samples_count FROM trials")
+        tail, error, notes, n = cur.fetchone()
+    assert "CUDA error: an illegal memory access was encountered\n" + "\ufffd" * n_nul in tail
+    assert tail.startswith("--- trial.log ---\n") and "\x00" not in tail
+    assert "exit status -6" in error and notes == out.notes and n == 30
+
+
+def test_log_cut_inside_a_character_and_with_invalid_utf8_is_stored_readable(conn, run_pk, tmp_path):
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    write_trial(outdir, spec, status="failed")
+    # 1,999 two-byte characters after one ASCII byte: the last 4000 bytes start mid-character
+    (outdir / "trial.log").write_bytes(b"x" + "é".encode() * 1999 + b"\n\xff\xfe bad bytes, then \xe2\x82 a split euro\n")
+    out = ingest.collect_trial(conn, run_pk, spec, outdir)
+    with conn.cursor() as cur:
+        cur.execute("SELECT log_tail FROM trials")
+        (tail,) = cur.fetchone()
+    body = tail.split("\n", 1)[1]
+    assert body.startswith("é") and body.count("\ufffd") == 3
+    assert body.endswith("é\n\ufffd\ufffd bad bytes, then \ufffd a split euro\n")
+    assert out.notes == ["log tail (trial.log): 3 invalid UTF-8 sequences replaced with U+FFFD"]
+
+
+def test_unsigned_64_bit_clocks_bitmask_keeps_all_40_samples_exactly_c07(conn, run_pk, tmp_path):
+    """C07: 0x8000000000000001 (bit 63 set) made COPY drop all 40 samples, power and energy with them."""
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    write_trial(outdir, spec)
+    (outdir / "samples.csv").write_bytes((FIXTURES / "samples_clocks_reasons_bit63.csv").read_bytes())
+    out = ingest.collect_trial(conn, run_pk, spec, outdir)
+    assert (out.status, out.samples, out.samples_dropped, out.fields_nulled, out.notes) == ("ok", 40, 0, 0, [])
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*), count(power_w), count(energy_j), min(clocks_event_reasons::text), "
+                    "max(clocks_event_reasons::text) FROM samples")
+        assert cur.fetchone() == (40, 40, 40, "9223372036854775809", "9223372036854775809")
+    conn.commit()
+    samples = queries.samples_frame(conn, run_pk, spec.trial_id)
+    assert str(samples["clocks_event_reasons"].dtype) == "UInt64"
+    assert int(samples["clocks_event_reasons"].iloc[0]) == 0x8000000000000001
+    assert samples["power_w"].tolist() == [300.0] * 40
+
+
+def test_the_bitmask_is_read_back_exactly_and_validation_still_names_throttle_bits(conn, run_pk, tmp_path):
+    from gcbench.plan.schema import ValidationSettings
+    from gcbench.validate import validate_run
+
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    write_trial(outdir, spec)
+    text = (FIXTURES / "samples_clocks_reasons_bit63.csv").read_text()
+    lines = text.splitlines(keepends=True)
+    # bit 63 | power cap (0x4) in one row, the top value 2^64 - 1 in another, unknown in a third
+    lines[20] = lines[20].replace("9223372036854775809", str((1 << 63) | 0x4))
+    lines[21] = lines[21].replace("9223372036854775809", str((1 << 64) - 1))
+    lines[22] = lines[22].replace("9223372036854775809", "")
+    (outdir / "samples.csv").write_text("".join(lines))
+    assert ingest.collect_trial(conn, run_pk, spec, outdir).samples == 40
+    samples = queries.samples_frame(conn, run_pk, spec.trial_id)
+    reasons = samples["clocks_event_reasons"]
+    assert int(reasons.iloc[19]) == (1 << 63) | 0x4 and int(reasons.iloc[20]) == (1 << 64) - 1
+    assert reasons.isna().sum() == 1
+    validate_run(conn, run_pk, ValidationSettings())
+    with conn.cursor() as cur:
+        cur.execute("SELECT flags FROM trials")
+        (flags,) = cur.fetchone()
+    conn.commit()
+    assert any("throttled during the window" in f and "power cap (SW)" in f and "thermal (HW)" in f for f in flags)
+
+
+def test_a_trial_with_every_kind_of_bad_value_keeps_its_energy_and_says_what_changed(conn, run_pk, tmp_path):
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    result = write_trial(outdir, spec, n_samples=10, extra_lines=(
+        "0.600,gpu0,nvml,abc,301.5,1180.0,40,1980,0\n"                     # power not a number
+        "0.650,gpu\x00,nvml,300.0,301.5,1195.0,40,1980,99999999999999999999\n"))  # NUL label, 20-digit mask
+    result["metrics"]["note"] = "line\x00two"
+    result["metrics"]["labels"] = {"k\x00": ["v\ud800", 1e400]}
+    result["metrics"]["neg_zero_j"] = -0.0
+    (outdir / "result.json").write_text(json.dumps(result))
+    out = ingest.collect_trial(conn, run_pk, spec, outdir)
+    assert (out.status, out.samples, out.samples_dropped) == ("ok", 12, 0)
+    assert out.fields_nulled == 3 and out.text_repaired == 4
+    with conn.cursor() as cur:
+        cur.execute("SELECT name, value, text_value FROM metrics WHERE name IN ('note', 'labels', 'neg_zero_j', "
+                    "'gpu_energy_j') ORDER BY name")
+        assert cur.fetchall() == [("gpu_energy_j", 450.0, None),
+                                  ("labels", None, '{"k\ufffd": ["v\ufffd", null]}'),
+                                  ("neg_zero_j", 0.0, None), ("note", None, "line\ufffdtwo")]
+        cur.execute("SELECT device, power_w, energy_j, clocks_event_reasons FROM samples WHERE t_s >= 0.6 ORDER BY t_s")
+        assert cur.fetchall() == [("gpu0", None, 1180.0, 0), ("gpu\ufffd", 300.0, 1195.0, None)]
+        cur.execute("SELECT ingest_notes, samples_dropped FROM trials")
+        notes, dropped = cur.fetchone()
+    conn.commit()
+    assert dropped == 0 and notes == out.notes
+    assert any(n.startswith("samples.csv: power_w stored as NULL in 1 row(s)") for n in notes)
+    assert any(n.startswith("samples.csv: clocks_event_reasons stored as NULL in 1 row(s)") for n in notes)
+    assert "result.json metrics.note: 1 NUL character replaced with U+FFFD" in notes
+    df = queries.trials_frame(conn, run_pk)
+    assert df["ingest_notes"].iloc[0] == notes and df["samples_dropped"].iloc[0] == 0
+
+
+def test_a_plan_with_a_nul_in_a_setting_is_registered_with_it_replaced(conn, tmp_path):
+    from datetime import datetime
+
+    plan = plan_from_text('name: nul\nworkloads:\n  - {name: w, kind: noop, settings: {note: "a\\0b"}}\n')
+    assert plan.workloads[0].settings["note"] == "a\x00b"  # YAML's "\0" escape
+    pk = ingest.register_run(conn, plan, plan.dag_id, "manual__nul", None,
+                             {"note": "c\x00d", "when": datetime(2026, 1, 1)})
+    spec = expand(plan)[0]
+    write_trial(tmp_path / spec.trial_id, spec)
+    assert ingest.collect_trial(conn, pk, spec, tmp_path / spec.trial_id).status == "ok"
+    with conn.cursor() as cur:
+        cur.execute("SELECT p.plan->'workloads'->0->'settings'->>'note', r.params, t.spec->'settings'->>'note' "
+                    "FROM plans p JOIN dag_runs r USING (plan_name) JOIN trials t ON t.dag_run_id = r.id")
+        assert cur.fetchone() == ("a\ufffdb", {"note": "c\ufffdd", "when": "2026-01-01 00:00:00"}, "a\ufffdb")
     conn.commit()

@@ -259,9 +259,9 @@ class Sampler:
                 _emit({"event": "rapl_wrap_unknown", "device": label, "t_s": t})
         self.rapl_last_t = t
 
-    def read_smi(self, data: bytes, read_t_s: float | None = None) -> None:
-        """Write the rows of nvidia-smi output read at ``read_t_s`` (now by default)."""
-        samples, events = self.smi_stream.feed(data, self.now() if read_t_s is None else read_t_s)
+    def read_smi(self, data: bytes) -> None:
+        """Write the rows of nvidia-smi output just read, timed now (monotonic)."""
+        samples, events = self.smi_stream.feed(data, self.now())
         for t, row in samples:
             label = self.smi_labels.get(row.pop("index", None))
             row.pop("uuid", None)

@@ -386,6 +386,11 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
 def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``collect`` task's body: store each trial of this run, count what happened.
 
+    The summary counts trials (stored, unchanged, refused, failed, not run), samples
+    stored and dropped, values stored as NULL (``fields_nulled``) and strings stored
+    repaired (``text_repaired``); each trial's notes on those are printed and kept in
+    ``trials.ingest_notes``.
+
     Raises:
         StoreError: the database failed; the task is retried and, once the server is
             back, every sample is stored exactly once.
@@ -396,7 +401,7 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
     summary: dict[str, Any] = {"trials": 0, "stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "not_run": 0,
-                               "samples": 0}
+                               "samples": 0, "samples_dropped": 0, "fields_nulled": 0, "text_repaired": 0}
     with db.connection() as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
@@ -410,9 +415,13 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
                                            carbon=plan.carbon.model_dump(mode="json"))
             summary[outcome.action] += 1
             summary["samples"] += outcome.samples
+            for key in ("samples_dropped", "fields_nulled", "text_repaired"):
+                summary[key] += getattr(outcome, key)
             if outcome.status == "failed":
                 summary["failed"] += 1
             if outcome.action == "refused" or outcome.status != "ok":
                 print(f"trial {outcome.trial_id}: {outcome.action} {outcome.status}: {outcome.reason}")
+            for note in outcome.notes:
+                print(f"trial {outcome.trial_id}: stored with a change: {note}")
     print(f"collect: {summary}")
     return summary

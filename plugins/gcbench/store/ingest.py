@@ -10,13 +10,26 @@ A trial whose process died leaves no result.json: it is stored as ``failed`` wit
 the tail of its log, and the samples written so far are kept and marked partial;
 no metric is stored for it.
 
-Files are judged, never trusted: a result.json that is truncated, not JSON, of
-another plan or trial, of the wrong shape, or holding values PostgreSQL cannot store
-(NUL characters, lone surrogates, non-finite or out-of-range numbers) is refused with
-the reason and the trial stored as ``failed``; sample rows the server could not take
-are dropped and counted; a samples file with a foreign header is refused. Only an
-unreachable or failing *database* raises (:class:`StoreError`, retried): no file
-content can make ``collect`` fail again on every retry.
+Nothing a trial wrote is lost for a value PostgreSQL cannot hold, and a bad value
+costs that value only (:mod:`gcbench.store.sanitize`; each change is counted in the
+collect summary and written in ``trials.ingest_notes``):
+
+* text (log tail, error, notes, labels, every string of result.json): NUL, lone
+  surrogates and invalid or split UTF-8 become U+FFFD, length is bounded;
+* result.json numbers: NaN, Infinity, ``1e400`` become null, integers are kept
+  exactly; a known field of the wrong type becomes null;
+* a sample field the column cannot hold (not a number, not finite, out of range)
+  is stored as NULL and the row kept, its power and energy with it;
+  ``clocks_event_reasons`` holds the full unsigned 64-bit NVML bitmask. Only a row
+  that cannot be placed (no time, device or source, a wrong number of fields, cut
+  short by a kill) is dropped, and counted.
+
+result.json is refused as a whole (the trial stored as ``failed`` with the reason,
+its samples kept) only when it is not a result: not JSON, of another plan or trial,
+without ``status``/``metrics``/``energy``, or with those of the wrong shape. Only an
+unreachable or failing *database* raises (:class:`StoreError`, retried): whatever a
+trial's files hold, ``collect`` stores the trial, at worst as ``failed`` with the
+reason and without its files, and never fails again on every retry.
 """
 
 from __future__ import annotations
@@ -26,22 +39,32 @@ import io
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from gcbench.energy.base import SAMPLE_COLUMNS
 from gcbench.errors import StoreError, TrialError
 from gcbench.spec import TrialSpec
+from gcbench.store.sanitize import (IngestNotes, check_result_shape, clean_json, clean_text, decode_utf8, parse_int,
+                                    pg_time)
 
 LOG_TAIL_BYTES = 4000
+MAX_RESULT_BYTES = 64 << 20
+"""Largest result.json read (a real one is a few KiB); a larger one is refused."""
+MAX_SAMPLE_TEXT_CHARS = 256
+"""Longest ``device``/``source`` label of a sample stored (``gpu0``, ``cpu:package-0``)."""
+UINT64_MAX = (1 << 64) - 1
 
-_NUMERIC_COLUMNS = ("t_s", "power_w", "power_instant_w", "energy_j", "temperature_c", "sm_clock_mhz", "clocks_event_reasons")
-_INTEGER_COLUMNS = ("clocks_event_reasons",)
+_FLOAT_COLUMNS = ("t_s", "power_w", "power_instant_w", "energy_j", "temperature_c", "sm_clock_mhz")
+_UINT64_COLUMNS = ("clocks_event_reasons",)
+_TEXT_COLUMNS = ("device", "source")
 _REQUIRED_COLUMNS = ("t_s", "device", "source")
 _FLOAT_RE = re.compile(rb"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-_INT_RE = re.compile(rb"^[-+]?\d{1,19}$")
-_TEXT_BAD = re.compile(rb'[\x00-\x1f"\\\x7f]')
+_UINT_RE = re.compile(rb"^\+?\d+$")
+_HEX_RE = re.compile(rb"^0[xX][0-9a-fA-F]+$")
+_NON_FINITE = "('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
 
 
 @dataclass
@@ -52,7 +75,12 @@ class CollectOutcome:
         trial_id: the trial.
         action: ``stored``, ``unchanged`` (already stored), ``refused``.
         status: stored status (``ok``, ``failed``, ``skipped``).
-        samples: samples stored; samples_dropped: malformed rows not stored.
+        samples: samples stored; samples_dropped: rows that could not be placed
+            (no time, device or source; wrong field count; cut short), not stored.
+        fields_nulled: values stored as NULL because no column could hold them
+            (sample fields and result.json values).
+        text_repaired: strings stored with characters replaced or cut.
+        notes: what was changed to store the trial (also in ``trials.ingest_notes``).
         reason: why refused or failed, when so.
     """
 
@@ -63,6 +91,9 @@ class CollectOutcome:
     samples_dropped: int = 0
     reason: str | None = None
     partial: bool = False
+    fields_nulled: int = 0
+    text_repaired: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def metric_unit(name: str) -> str | None:
@@ -79,27 +110,70 @@ def metric_unit(name: str) -> str | None:
     return None
 
 
-def read_log_tail(outdir: Path, limit: int = LOG_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of the trial's logs (trial.log, then runner.log)."""
+def read_log_tail(outdir: Path, limit: int = LOG_TAIL_BYTES, notes: IngestNotes | None = None) -> str:
+    """The last ``limit`` bytes of the trial's logs (trial.log, then runner.log), as
+    text PostgreSQL stores: a character split by the cut is left out, invalid UTF-8
+    and NUL bytes become U+FFFD (counted in ``notes``)."""
     parts = []
     for name in ("trial.log", "runner.log"):
         path = outdir / name
-        if path.exists():
+        try:
             with open(path, "rb") as f:
-                f.seek(max(0, path.stat().st_size - limit))
-                parts.append(f"--- {name} ---\n" + f.read().decode("utf-8", errors="replace"))
+                size = f.seek(0, io.SEEK_END)
+                f.seek(max(0, size - limit))
+                data = f.read(limit)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            parts.append(f"--- {name} ---\n(unreadable: {exc})")
+            continue
+        if size > limit:  # the cut may fall inside a character: start at the next one
+            skip = 0
+            while skip < min(3, len(data)) and 0x80 <= data[skip] <= 0xBF:
+                skip += 1
+            data = data[skip:]
+        text = clean_text(decode_utf8(data, f"log tail ({name})", notes), f"log tail ({name})", notes)
+        parts.append(f"--- {name} ---\n" + text)
     return "\n".join(parts)[-limit * 2:]
 
 
+def _pg_float(field: bytes) -> bytes | None:
+    """A samples.csv number as PostgreSQL's float8 takes it and keeps it (finite, not
+    underflowing to 0: ``1e-400`` is refused by the server), or None."""
+    f = field.strip()
+    m = _FLOAT_RE.match(f)
+    if not m:
+        return None
+    value = float(f)
+    if not math.isfinite(value) or (value == 0.0 and m.group(1).strip(b"0.")):
+        return None
+    return f
+
+
+def _pg_uint64(field: bytes) -> bytes | None:
+    """An unsigned 64-bit integer (decimal, or 0x hex) as its decimal digits, or None."""
+    f = field.strip()
+    if _UINT_RE.match(f):
+        value = int(f)
+    elif _HEX_RE.match(f):
+        value = int(f, 16)
+    else:
+        return None
+    return str(value).encode() if value <= UINT64_MAX else None
+
+
 class SampleStream(io.RawIOBase):
-    """A file-like stream of samples.csv rows prefixed with the trial's key, for COPY.
+    """A file-like stream of samples.csv rows prefixed with the trial's key, for COPY,
+    each field made storable on its own.
 
     Reads line by line (memory bounded by one line). The header must match
-    :data:`SAMPLE_COLUMNS`; a row is dropped and counted unless the server is sure to
-    take it: the right number of fields, ``t_s``, ``device`` and ``source`` present,
-    numbers in PostgreSQL's syntax, finite and in range (an integer in
-    ``clocks_event_reasons``), text fields valid UTF-8 without quotes, backslashes or
-    control characters. A row cut short by a killed trial is one such row.
+    :data:`SAMPLE_COLUMNS`. A row is dropped (counted in :attr:`drops` by why) only
+    when it cannot be placed: cut short (no newline), a wrong number of fields, no
+    finite ``t_s``, no ``device`` or ``source``. Otherwise every field is kept or
+    made storable alone: a number the column cannot hold (not PostgreSQL syntax, not
+    finite, under- or overflowing, ``clocks_event_reasons`` not an integer in
+    [0, 2^64 - 1]) is written NULL and counted in :attr:`nulled`; a label with invalid
+    UTF-8 or NUL bytes is stored with U+FFFD (counted in :attr:`repaired`) and quoted.
     """
 
     def __init__(self, path: Path, trial_pk: int):
@@ -111,46 +185,61 @@ class SampleStream(io.RawIOBase):
         self._prefix = f"{trial_pk},".encode()
         self._buf = b""
         self.rows = 0
-        self.dropped = 0
+        self.drops: Counter[str] = Counter()
+        self.nulled: Counter[str] = Counter()
+        self.repaired: Counter[str] = Counter()
         self._n_fields = len(SAMPLE_COLUMNS)
 
-    def _valid(self, line: bytes) -> bool:
+    @property
+    def dropped(self) -> int:
+        """Rows not stored."""
+        return sum(self.drops.values())
+
+    def _text(self, col: str, field: bytes) -> bytes:
+        text = field.decode("utf-8", "replace").replace("\x00", "\ufffd")
+        if len(text) > MAX_SAMPLE_TEXT_CHARS:
+            text = text[:MAX_SAMPLE_TEXT_CHARS]
+        if text.encode() != field:
+            self.repaired[col] += 1
+        return b'"' + text.replace('"', '""').encode() + b'"'
+
+    def _row(self, line: bytes) -> bytes | None:
         if not line.endswith(b"\n"):
-            return False
+            self.drops["cut short (no end of line: the trial was killed while writing it)"] += 1
+            return None
         fields = line.rstrip(b"\r\n").split(b",")
         if len(fields) != self._n_fields:
-            return False
-        for idx, col in enumerate(SAMPLE_COLUMNS):
-            field = fields[idx]
-            if not field:
+            self.drops[f"{len(fields)} fields instead of {self._n_fields}"] += 1
+            return None
+        out = []
+        for col, value in zip(SAMPLE_COLUMNS, fields):
+            if col in _TEXT_COLUMNS:
+                if not value:
+                    self.drops[f"no {col}"] += 1
+                    return None
+                out.append(self._text(col, value))
+                continue
+            kept = (_pg_uint64 if col in _UINT64_COLUMNS else _pg_float)(value) if value.strip() else b""
+            if kept is None:
                 if col in _REQUIRED_COLUMNS:
-                    return False
-            elif col in _INTEGER_COLUMNS:
-                if not _INT_RE.match(field) or not -(1 << 63) <= int(field) < (1 << 63):
-                    return False
-            elif col in _NUMERIC_COLUMNS:
-                if not _FLOAT_RE.match(field):
-                    return False
-                value = float(field)
-                # the server refuses what overflows, and what underflows to zero (1e-400)
-                if not math.isfinite(value) or (value == 0.0 and _FLOAT_RE.match(field).group(1).strip(b"0.")):
-                    return False
-            else:
-                if _TEXT_BAD.search(field):
-                    return False
-                try:
-                    field.decode("utf-8")
-                except UnicodeDecodeError:
-                    return False
-        return True
+                    self.drops[f"{col} not a finite number"] += 1
+                    return None
+                self.nulled[col] += 1
+                kept = b""
+            elif not kept and col in _REQUIRED_COLUMNS:
+                self.drops[f"no {col}"] += 1
+                return None
+            out.append(kept)
+        return self._prefix + b",".join(out) + b"\n"
 
     def _lines(self) -> Iterator[bytes]:
         for line in self._f:
-            if self._valid(line):
+            if not line.strip():
+                continue
+            row = self._row(line)
+            if row is not None:
                 self.rows += 1
-                yield self._prefix + line
-            elif line.strip():
-                self.dropped += 1
+                yield row
 
     def readable(self) -> bool:
         return True
@@ -175,10 +264,6 @@ class SampleStream(io.RawIOBase):
     def close(self) -> None:
         self._f.close()
         super().close()
-
-
-def _finite(col: str) -> str:
-    return f"({col} IS NULL OR {col} NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))"
 
 
 class PrefixedStream(io.RawIOBase):
@@ -234,19 +319,44 @@ class PrefixedStream(io.RawIOBase):
         super().close()
 
 
-def _finite(col: str) -> str:
-    return f"({col} IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8))"
+class SampleCopy(NamedTuple):
+    """What :func:`copy_samples` stored.
+
+    Attributes:
+        rows: samples stored.
+        dropped: rows not stored, by why (``Counter``).
+        nulled: {column: values stored as NULL} (``Counter``).
+        repaired: {column: labels stored with bytes replaced} (``Counter``).
+    """
+
+    rows: int
+    dropped: Counter
+    nulled: Counter
+    repaired: Counter
+
+    def notes(self, notes: IngestNotes) -> None:
+        """Write what was dropped, nulled and repaired into ``notes``."""
+        if self.dropped:
+            why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
+            notes.add(f"samples.csv: {sum(self.dropped.values())} row(s) not stored ({why})")
+        for col, n in sorted(self.nulled.items()):
+            notes.add(f"samples.csv: {col} stored as NULL in {n} row(s) (not a value the column holds: "
+                      f"{'an unsigned 64-bit integer' if col in _UINT64_COLUMNS else 'a finite number'}); "
+                      f"the rows kept", nulled=n)
+        for col, n in sorted(self.repaired.items()):
+            notes.add(f"samples.csv: {col} of {n} row(s) stored with invalid UTF-8 or NUL bytes replaced "
+                      f"with U+FFFD", repaired=n)
 
 
-def copy_samples(cur, path: Path, trial_pk: int) -> tuple[int, int]:
-    """COPY a samples.csv into ``samples`` for one trial; returns (rows stored, rows dropped).
+def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
+    """COPY a samples.csv into ``samples`` for one trial.
 
     Fast path: the file is streamed to the server as it is, each line prefixed with
-    the trial key (:class:`PrefixedStream`), and rows with non-finite numbers are then
-    removed. If the server refuses the file (a row cut short by a killed trial, a
-    stray value), the transaction returns to a savepoint and the file is streamed
-    again through :class:`SampleStream`, which drops and counts the bad rows. Memory
-    stays bounded either way (1 MiB blocks).
+    the trial key (:class:`PrefixedStream`); rows without a finite ``t_s`` are then
+    removed and other non-finite numbers set NULL. If the server refuses the file (a
+    row cut short by a killed trial, a stray value), the transaction returns to a
+    savepoint and the file is streamed again through :class:`SampleStream`, which makes
+    each field storable on its own. Memory stays bounded either way (1 MiB blocks).
 
     Raises:
         TrialError: the header is not :data:`SAMPLE_COLUMNS`.
@@ -265,14 +375,19 @@ def copy_samples(cur, path: Path, trial_pk: int) -> tuple[int, int]:
     try:
         cur.copy_expert(copy_sql, stream, size=1 << 20)
         copied = cur.rowcount
-        numeric = [c for c in SAMPLE_COLUMNS if c in _NUMERIC_COLUMNS]
-        cur.execute(f"DELETE FROM samples WHERE trial_pk = %s AND ({' OR '.join(_finite(c) for c in numeric)})",
-                    (trial_pk,))
-        dropped = cur.rowcount
+        cur.execute(f"DELETE FROM samples WHERE trial_pk = %s AND t_s IN {_NON_FINITE}", (trial_pk,))
+        dropped = Counter({"t_s not a finite number": cur.rowcount} if cur.rowcount else {})
+        others = [c for c in _FLOAT_COLUMNS if c != "t_s"]
+        cur.execute(f"SELECT {', '.join(f'count(*) FILTER (WHERE {c} IN {_NON_FINITE})' for c in others)} "
+                    f"FROM samples WHERE trial_pk = %s", (trial_pk,))
+        nulled = Counter({c: n for c, n in zip(others, cur.fetchone()) if n})
+        if nulled:
+            cur.execute(f"UPDATE samples SET {', '.join(f'{c} = CASE WHEN {c} IN {_NON_FINITE} THEN NULL ELSE {c} END' for c in nulled)} "
+                        f"WHERE trial_pk = %s AND ({' OR '.join(f'{c} IN {_NON_FINITE}' for c in nulled)})", (trial_pk,))
         cur.execute("RELEASE SAVEPOINT gcbench_copy")
-        return copied - dropped, dropped
+        return SampleCopy(copied - sum(dropped.values()), dropped, nulled, Counter())
     except (psycopg2.DataError, psycopg2.IntegrityError, psycopg2.errors.BadCopyFileFormat,
-            psycopg2.errors.InvalidTextRepresentation):
+            psycopg2.errors.InvalidTextRepresentation, psycopg2.errors.CharacterNotInRepertoire):
         cur.execute("ROLLBACK TO SAVEPOINT gcbench_copy")
     finally:
         stream.close()
@@ -281,7 +396,7 @@ def copy_samples(cur, path: Path, trial_pk: int) -> tuple[int, int]:
         cur.copy_expert(copy_sql, slow, size=1 << 20)
     finally:
         slow.close()
-    return slow.rows, slow.dropped
+    return SampleCopy(slow.rows, slow.drops, slow.nulled, slow.repaired)
 
 
 def plan_sha256(plan_json: str) -> str:
@@ -290,18 +405,27 @@ def plan_sha256(plan_json: str) -> str:
 
 
 def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None, params: dict | None = None) -> int:
-    """Upsert the plan and the DAG run; returns the dag_runs primary key."""
+    """Upsert the plan and the DAG run; returns the dag_runs primary key.
+
+    The plan and the trigger parameters are stored as ``jsonb``: a string PostgreSQL
+    cannot hold in them (a NUL from a YAML ``"\\0"`` escape, a lone surrogate)
+    becomes U+FFFD there (:func:`~gcbench.store.sanitize.clean_json`); the plan's
+    SHA-256 is of the plan as given.
+    """
     plan_json = plan.model_dump_json()
+    stored_plan = json.dumps(clean_json(json.loads(plan_json), "", IngestNotes()))
+    stored_params = json.dumps(clean_json(params or {}, "", IngestNotes()), default=str)
     with conn.cursor() as cur:
         cur.execute(
             "INSERT INTO plans (plan_name, plan_sha256, plan) VALUES (%s, %s, %s::jsonb) "
             "ON CONFLICT (plan_name) DO UPDATE SET plan_sha256 = EXCLUDED.plan_sha256, plan = EXCLUDED.plan, updated_at = now()",
-            (plan.name, plan_sha256(plan_json), plan_json),
+            (clean_text(plan.name, "plan"), plan_sha256(plan_json), stored_plan),
         )
         cur.execute(
             "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date, params) VALUES (%s, %s, %s, %s, %s::jsonb) "
             "ON CONFLICT (dag_id, run_id) DO UPDATE SET logical_date = EXCLUDED.logical_date RETURNING id",
-            (plan.name, dag_id, run_id, logical_date, json.dumps(params or {})),
+            (clean_text(plan.name, "plan"), clean_text(dag_id, "dag id"), clean_text(run_id, "run id"), logical_date,
+             stored_params),
         )
         pk = cur.fetchone()[0]
     conn.commit()
@@ -336,91 +460,52 @@ def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: 
     return out
 
 
-def _load_result(outdir: Path, spec: TrialSpec) -> tuple[dict | None, str | None]:
+def _short(value: Any) -> str:
+    return repr(value)[:80]
+
+
+def _load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dict | None, str | None]:
+    """(result, None) with every value made storable (see the module docstring), or
+    (None, why result.json is refused), or (None, None) when there is none."""
     path = outdir / "result.json"
-    if not path.exists():
-        return None, None
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        size = path.stat().st_size
+        if size > MAX_RESULT_BYTES:
+            return None, f"result.json refused: {size} bytes, more than {MAX_RESULT_BYTES} (a result is a few KiB)"
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"result.json refused: unreadable ({exc})"
+    text = decode_utf8(raw, "result.json", notes)
+    try:
+        result = json.loads(text, parse_int=parse_int)
+    except json.JSONDecodeError as exc:
         return None, f"result.json refused: not valid JSON ({exc})"
+    except (ValueError, RecursionError) as exc:
+        return None, f"result.json refused: not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"
     if not isinstance(result, dict):
         return None, "result.json refused: not a JSON object"
     if result.get("plan") != spec.plan:
-        return None, f"result.json refused: it belongs to plan {result.get('plan')!r}, not {spec.plan!r}"
+        return None, f"result.json refused: it belongs to plan {_short(result.get('plan'))}, not {spec.plan!r}"
     if result.get("trial_id") != spec.trial_id:
-        return None, f"result.json refused: it belongs to trial {result.get('trial_id')!r}, not {spec.trial_id!r}"
+        return None, f"result.json refused: it belongs to trial {_short(result.get('trial_id'))}, not {spec.trial_id!r}"
     missing = [k for k in ("status", "metrics", "energy") if k not in result]
     if missing:
         return None, f"result.json refused: truncated, missing {', '.join(missing)}"
-    if result["status"] not in ("ok", "failed", "skipped"):
-        return None, f"result.json refused: unknown status {result['status']!r}"
-    problem = _result_problem(result)
-    if problem:
-        return None, f"result.json refused: {problem}"
+    if not isinstance(result["status"], str) or result["status"] not in ("ok", "failed", "skipped"):
+        return None, f"result.json refused: unknown status {_short(result['status'])}"
+    for where, value in (("metrics", result["metrics"]), ("energy", result["energy"]),
+                         ("energy.main", result["energy"].get("main") if isinstance(result["energy"], dict) else None)):
+        if value is not None and not isinstance(value, dict):
+            return None, f"result.json refused: {where} is {type(value).__name__}, expected dict"
+    in_result = notes.prefixed("result.json ")
+    try:
+        result = clean_json(result, "", in_result)
+    except RecursionError:
+        return None, "result.json refused: nested too deeply to read"
+    check_result_shape(result, in_result)
     return result, None
-
-
-_RESULT_SHAPE: dict[tuple[str, ...], tuple[type, ...]] = {
-    ("metrics",): (dict,), ("energy",): (dict,), ("energy", "main"): (dict,),
-    ("energy", "main", "gpu"): (list,), ("energy", "main", "cpu"): (list,), ("energy", "main", "flags"): (list,),
-    ("energy", "main", "cpu_reason"): (str,), ("windows",): (dict,), ("measurement",): (dict,),
-    ("exit_code",): (int,), ("error",): (str,), ("started_at",): (str,), ("finished_at",): (str,),
-}
-"""Fields of result.json that ``collect`` reads, with the JSON types they must have (or null)."""
-
-
-def _result_problem(result: dict) -> str | None:
-    """Why a parsed result.json cannot be stored as it is, or None.
-
-    Checks the shape of the fields ``collect`` reads (:data:`_RESULT_SHAPE`), then
-    every value: strings PostgreSQL can hold (no NUL, no lone surrogate), finite
-    numbers, integers a float can hold, and an exit status and timestamps the
-    columns accept.
-    """
-    from datetime import datetime
-
-    for path, types in _RESULT_SHAPE.items():
-        value: Any = result
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None and (not isinstance(value, types) or (int in types and isinstance(value, bool))):
-            return f"{'.'.join(path)} is {type(value).__name__}, expected {types[0].__name__}"
-    main = (result.get("energy") or {}).get("main") or {}
-    for key in ("gpu", "cpu"):
-        if any(not isinstance(d, dict) for d in main.get(key) or []):
-            return f"energy.main.{key} holds a non-object"
-    if any(not isinstance(f, str) for f in main.get("flags") or []):
-        return "energy.main.flags holds a non-string"
-    code = result.get("exit_code")
-    if code is not None and not -(1 << 31) <= code < (1 << 31):
-        return f"exit_code {code} out of range"
-    for key in ("started_at", "finished_at"):
-        if result.get(key) is not None:
-            try:
-                datetime.fromisoformat(result[key])
-            except ValueError:
-                return f"{key} {result[key][:40]!r} is not an ISO 8601 time"
-    todo: list[tuple[str, Any]] = [("", result)]
-    while todo:
-        where, value = todo.pop()
-        if isinstance(value, dict):
-            todo.extend((f"{where}.{k}" if where else k, v) for k, v in value.items())
-            todo.extend((f"{where} key", k) for k in value)
-        elif isinstance(value, list):
-            todo.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
-        elif isinstance(value, str):
-            if "\x00" in value:
-                return f"{where} holds a NUL character"
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where} holds a lone surrogate (not UTF-8)"
-        elif isinstance(value, float) and not math.isfinite(value):
-            return f"{where} is {value} (not a finite number)"
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 1000:
-            return f"{where} is an integer too large to store"
-    return None
 
 
 def runner_exit_code(outdir: Path) -> int | None:
@@ -437,7 +522,11 @@ def runner_exit_code(outdir: Path) -> int | None:
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
     """kgCO2e = kWh x intensity (kgCO2e/kWh), with the low and high ends of the band."""
     kwh = metrics.get("energy_kwh")
-    if kwh is None or not carbon:
+    if not isinstance(kwh, (int, float)) or isinstance(kwh, bool) or not carbon:
+        return {}
+    try:
+        kwh = float(kwh)
+    except OverflowError:
         return {}
     low, high = carbon.get("band", (None, None))
     intensity = carbon["intensity_kg_per_kwh"]
@@ -445,8 +534,29 @@ def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict
             "co2e_kg_high": kwh * high if high is not None else None}
 
 
+def _infrastructure(exc: BaseException) -> bool:
+    """True for a failure of the database or the connection (retried), False for one
+    about the content (deterministic: a retry would fail alike). Class 54 (program
+    limit exceeded, e.g. an index entry too large) is psycopg2's OperationalError but
+    is about the content."""
+    import psycopg2
+
+    if isinstance(exc, psycopg2.InterfaceError):
+        return True
+    return isinstance(exc, psycopg2.OperationalError) and not (getattr(exc, "pgcode", None) or "").startswith("54")
+
+
+def _rollback(conn) -> None:
+    import psycopg2
+
+    try:
+        conn.rollback()
+    except psycopg2.Error:
+        pass
+
+
 def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
-                  carbon: dict[str, Any] | None = None, _refused: str | None = None) -> CollectOutcome:
+                  carbon: dict[str, Any] | None = None) -> CollectOutcome:
     """Store one trial folder in one transaction; see the module docstring.
 
     Args:
@@ -457,17 +567,74 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         exit_code: the trial process's exit status as seen by the runner, if known.
         carbon: the plan's carbon settings, for CO2e metrics.
 
+    Returns:
+        a :class:`CollectOutcome`; its notes say what was changed to store the trial.
+
     Raises:
         StoreError: the database failed (the transaction is rolled back; nothing
-            half-stored remains and a retry stores everything once). Content the
-            server refuses (a value the checks above missed) is not raised: the
-            trial is stored as failed, without its files, with the server's reason.
+            half-stored remains and a retry stores everything once). Content that
+            cannot be stored even value by value (the database refuses something the
+            checks missed, a file unreadable) is not raised: the trial is stored as
+            failed, without its files, with the reason, so a retry does not meet the
+            same error again.
     """
     import psycopg2
+
+    try:
+        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon)
+    except StoreError:
+        _rollback(conn)
+        raise
+    except Exception as exc:  # noqa: BLE001 - any content failure is stored with its reason below, not lost
+        _rollback(conn)
+        if isinstance(exc, psycopg2.Error) and _infrastructure(exc):
+            raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
+        what = "refused by the database" if isinstance(exc, psycopg2.Error) else f"not storable ({type(exc).__name__})"
+        reason = f"trial files {what}: {str(exc).strip()}"
+    try:
+        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon, refused=reason)
+    except Exception as exc:  # noqa: BLE001 - even the bare row failed: the database is at fault, retry
+        _rollback(conn)
+        raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
+
+
+def _metric_rows(trial_pk: int, metrics: dict[str, Any], notes: IngestNotes) -> list[tuple]:
+    """(trial_pk, name, value, text_value, unit) per metric: numbers as double precision
+    (an integer beyond it is NULL there, exact in ``trials.result``), booleans, text and
+    JSON values as text."""
+    rows = []
+    for name, value in sorted(metrics.items()):
+        if value is None:
+            rows.append((trial_pk, name, None, None, None))
+        elif isinstance(value, bool):
+            rows.append((trial_pk, name, None, str(value), None))
+        elif isinstance(value, (int, float)):
+            try:
+                v = float(value)
+            except OverflowError:
+                notes.add(f"metrics.{name}: an integer of {len(str(abs(value)))} digits is beyond double precision: "
+                          f"value NULL (exact in the stored result)", nulled=1)
+                v = None
+            rows.append((trial_pk, name, v if v is not None and math.isfinite(v) else None, None, metric_unit(name)))
+        elif isinstance(value, str):
+            rows.append((trial_pk, name, None, value, None))
+        else:
+            text = clean_text(json.dumps(value, ensure_ascii=False), f"metrics.{name}", notes)
+            rows.append((trial_pk, name, None, text, None))
+    return rows
+
+
+def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None,
+                 carbon: dict[str, Any] | None, refused: str | None = None) -> CollectOutcome:
+    """:func:`collect_trial`'s transaction; with ``refused`` (the reason), the trial is
+    stored as failed without reading any of its files."""
     import psycopg2.extras
 
-    result, refusal = _load_result(outdir, spec) if _refused is None else (None, _refused)
+    notes = IngestNotes()
+    result, refusal = _load_result(outdir, spec, notes) if refused is None else (None, refused)
     samples_path = outdir / "samples.csv"
+    if refused is not None:
+        notes.add(f"stored without its files: {refused}")
     if result is None:
         if refusal is None and not outdir.exists():
             return CollectOutcome(spec.trial_id, "refused", reason=f"no output folder {outdir}")
@@ -488,78 +655,74 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         partial = status != "ok"
         metrics = dict(result.get("metrics") or {}) if status == "ok" else {}
         metrics.update(co2e_metrics(metrics, carbon))
-    energy_main = (result or {}).get("energy", {}).get("main", {}) if result else {}
+    energy_main = ((result or {}).get("energy") or {}).get("main") or {}
     gpu = energy_main.get("gpu") or []
     cpu = energy_main.get("cpu") or []
-    gpu_method = ",".join(sorted({d.get("method", "?") for d in gpu})) or None
-    cpu_method = ",".join(sorted({d.get("method", "?") for d in cpu})) or (("unavailable: " + energy_main["cpu_reason"]) if energy_main.get("cpu_reason") else None)
-    simulated = bool(energy_main.get("simulated")) or (result or {}).get("measurement", {}).get("backend") == "simulated"
+    gpu_method = ",".join(sorted({str(d.get("method") or "?") for d in gpu})) or None
+    cpu_reason = energy_main.get("cpu_reason")
+    cpu_method = ",".join(sorted({str(d.get("method") or "?") for d in cpu})) or (
+        ("unavailable: " + cpu_reason) if cpu_reason else None)
+    simulated = bool(energy_main.get("simulated")) or ((result or {}).get("measurement") or {}).get("backend") == "simulated"
     flags = list(energy_main.get("flags") or [])
     result_json = json.dumps(result, allow_nan=False) if result is not None else None
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (dag_run_pk, spec.trial_id))
-            cur.execute("SELECT id, status, result::text FROM trials WHERE dag_run_id = %s AND trial_id = %s",
-                        (dag_run_pk, spec.trial_id))
-            row = cur.fetchone()
-            if row is not None and row[1] == "ok" and (result is None or status != "ok" or
-                                                         json.loads(row[2] or "null") == json.loads(result_json or "null")):
-                conn.rollback()
-                return CollectOutcome(spec.trial_id, "unchanged", status=row[1])
-            values = dict(
-                dag_run_id=dag_run_pk, trial_id=spec.trial_id, plan_name=spec.plan, variant=spec.variant,
-                workload=spec.workload, kind=spec.kind, repetition=spec.repetition, spec=spec.model_dump_json(),
-                status=status, exit_code=(result or {}).get("exit_code", exit_code), error=error,
-                log_tail=read_log_tail(outdir) if status != "ok" else None, result=result_json,
-                samples_partial=partial, simulated=simulated, gpu_method=gpu_method, cpu_method=cpu_method,
-                flags=json.dumps(flags), started_at=(result or {}).get("started_at"),
-                finished_at=(result or {}).get("finished_at"),
-            )
-            if row is None:
-                cols = ", ".join(values)
-                cur.execute(f"INSERT INTO trials ({cols}) VALUES ({', '.join('%(' + k + ')s' for k in values)}) RETURNING id",
-                            values)
-                trial_pk = cur.fetchone()[0]
-            else:
-                trial_pk = row[0]
-                sets = ", ".join(f"{k} = %({k})s" for k in values if k not in ("dag_run_id", "trial_id"))
-                cur.execute(f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
-                            f"WHERE id = %(id)s", {**values, "id": trial_pk})
-                cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
-                cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
-            n_samples = dropped = 0
-            if samples_path.exists() and _refused is None:
-                try:
-                    n_samples, dropped = copy_samples(cur, samples_path, trial_pk)
-                except TrialError as exc:  # a foreign or empty samples file: the trial is kept, its samples refused
-                    error = f"{error}; samples refused: {exc}" if error else f"samples refused: {exc}"
-                    cur.execute("UPDATE trials SET error = %s, samples_partial = true WHERE id = %s", (error, trial_pk))
-                    partial = True
-            cur.execute("UPDATE trials SET samples_count = %s WHERE id = %s", (n_samples, trial_pk))
-            rows = []
-            for name, value in sorted(metrics.items()):
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    rows.append((trial_pk, name, None, None if value is None else str(value), None))
-                else:
-                    v = float(value)
-                    rows.append((trial_pk, name, v if math.isfinite(v) else None, None, metric_unit(name)))
-            if rows:
-                psycopg2.extras.execute_values(
-                    cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
-        conn.commit()
-    except (psycopg2.DataError, psycopg2.IntegrityError) as exc:
-        # the server refused the trial's content, not the connection: store it as failed without its files
-        conn.rollback()
-        if _refused is not None:
-            raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
-        return collect_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon,
-                             _refused=f"trial files refused by the database: {str(exc).strip()}")
-    except psycopg2.Error as exc:
-        try:
-            conn.rollback()
-        except psycopg2.Error:
-            pass
-        raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
-    return CollectOutcome(spec.trial_id, "stored", status=status, samples=n_samples, samples_dropped=dropped,
-                          reason=error, partial=partial)
+    log_tail = read_log_tail(outdir, notes=notes) if status != "ok" and refused is None else None
+    result_code = (result or {}).get("exit_code")
+    spec_doc = clean_json(json.loads(spec.model_dump_json()), "", notes.prefixed("spec.json "))
+    times = {k: pg_time(result[k]) if result and isinstance(result.get(k), str) else None
+             for k in ("started_at", "finished_at")}
 
+    def text(value: str | None, where: str) -> str | None:
+        return clean_text(value, where, notes) if value is not None else None
+
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (dag_run_pk, spec.trial_id))
+        cur.execute("SELECT id, status, result::text FROM trials WHERE dag_run_id = %s AND trial_id = %s",
+                    (dag_run_pk, spec.trial_id))
+        row = cur.fetchone()
+        if row is not None and row[1] == "ok" and (result is None or status != "ok" or
+                                                     json.loads(row[2] or "null") == json.loads(result_json or "null")):
+            conn.rollback()
+            return CollectOutcome(spec.trial_id, "unchanged", status=row[1])
+        values = dict(
+            dag_run_id=dag_run_pk, trial_id=spec.trial_id, plan_name=text(spec.plan, "plan"),
+            variant=text(spec.variant, "variant"), workload=text(spec.workload, "workload"),
+            kind=text(spec.kind, "kind"), repetition=spec.repetition, spec=json.dumps(spec_doc),
+            status=status, exit_code=result_code if result_code is not None else exit_code,
+            error=text(error, "error"), log_tail=log_tail, result=result_json, samples_partial=partial,
+            simulated=simulated, gpu_method=text(gpu_method, "gpu method"), cpu_method=text(cpu_method, "cpu method"),
+            flags=json.dumps(flags), started_at=times["started_at"], finished_at=times["finished_at"],
+        )
+        if row is None:
+            cols = ", ".join(values)
+            cur.execute(f"INSERT INTO trials ({cols}) VALUES ({', '.join('%(' + k + ')s' for k in values)}) RETURNING id",
+                        values)
+            trial_pk = cur.fetchone()[0]
+        else:
+            trial_pk = row[0]
+            sets = ", ".join(f"{k} = %({k})s" for k in values if k not in ("dag_run_id", "trial_id"))
+            cur.execute(f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
+                        f"WHERE id = %(id)s", {**values, "id": trial_pk})
+            cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
+            cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
+        n_samples = dropped = 0
+        if samples_path.exists() and refused is None:
+            try:
+                copied = copy_samples(cur, samples_path, trial_pk)
+            except TrialError as exc:  # a foreign or empty samples file: the trial is kept, its samples refused
+                error = f"{error}; samples refused: {exc}" if error else f"samples refused: {exc}"
+                cur.execute("UPDATE trials SET error = %s, samples_partial = true WHERE id = %s",
+                            (text(error, "error"), trial_pk))
+                partial = True
+            else:
+                copied.notes(notes)
+                n_samples, dropped = copied.rows, sum(copied.dropped.values())
+        rows = _metric_rows(trial_pk, metrics, notes)
+        if rows:
+            psycopg2.extras.execute_values(
+                cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
+        cur.execute("UPDATE trials SET samples_count = %s, samples_dropped = %s, ingest_notes = %s::jsonb "
+                    "WHERE id = %s", (n_samples, dropped, json.dumps(notes.as_list()), trial_pk))
+    conn.commit()
+    return CollectOutcome(spec.trial_id, "stored", status=status, samples=n_samples, samples_dropped=dropped,
+                          reason=error, partial=partial, fields_nulled=notes.fields_nulled,
+                          text_repaired=notes.text_repaired, notes=notes.as_list())

@@ -25,7 +25,8 @@ def trials_frame(conn, dag_run_pk: int):
 
     Columns: trial_pk, trial_id, variant, workload, kind, repetition, status, error,
     valid, reasons, flags, factors, gpu_method, cpu_method, simulated, samples_count,
-    samples_partial, window_start_s, window_end_s, idle_power_w, the metrics of
+    samples_partial, samples_dropped, ingest_notes (list of what collect changed to
+    store the trial), window_start_s, window_end_s, idle_power_w, the metrics of
     :data:`METRIC_COLUMNS` and any other stored metric; text metrics are columns too.
     """
     import pandas as pd
@@ -34,7 +35,7 @@ def trials_frame(conn, dag_run_pk: int):
         cur.execute(
             "SELECT id, trial_id, variant, workload, kind, repetition, status, error, valid, reasons, flags, "
             "spec->'factors', gpu_method, cpu_method, simulated, samples_count, samples_partial, "
-            "result->'windows', result->'energy'->'main'->'gpu' "
+            "result->'windows', result->'energy'->'main'->'gpu', samples_dropped, ingest_notes "
             "FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
             (dag_run_pk,),
         )
@@ -46,15 +47,16 @@ def trials_frame(conn, dag_run_pk: int):
     conn.commit()
     cols = ["trial_pk", "trial_id", "variant", "workload", "kind", "repetition", "status", "error", "valid",
             "reasons", "flags", "factors", "gpu_method", "cpu_method", "simulated", "samples_count",
-            "samples_partial", "windows", "gpu_devices"]
+            "samples_partial", "windows", "gpu_devices", "samples_dropped", "ingest_notes"]
     df = pd.DataFrame(rows, columns=cols)
     df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]
     df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
     df["idle_power_w"] = [sum(d.get("idle_power_w") or 0 for d in g) if g and all(d.get("idle_power_w") is not None for d in g) else None
                           for g in df["gpu_devices"]]
-    df["gpu_source"] = [",".join(sorted({d.get("source", "?") for d in g})) if g else None for g in df["gpu_devices"]]
+    df["gpu_source"] = [",".join(sorted({str(d.get("source") or "?") for d in g})) if g else None
+                        for g in df["gpu_devices"]]
     df = df.drop(columns=["gpu_devices"])
-    for col in ("reasons", "flags"):
+    for col in ("reasons", "flags", "ingest_notes"):
         df[col] = [list(v) if isinstance(v, list) else json.loads(v) if isinstance(v, str) else [] for v in df[col]]
     df["factors"] = [f if isinstance(f, dict) else {} for f in df["factors"]]
     numeric: dict[str, dict[int, Any]] = {}
@@ -75,7 +77,11 @@ def trials_frame(conn, dag_run_pk: int):
 
 
 def samples_frame(conn, dag_run_pk: int, trial_id: str):
-    """Samples of one trial of a run, ordered by time (columns of SAMPLE_COLUMNS)."""
+    """Samples of one trial of a run, ordered by time (columns of SAMPLE_COLUMNS).
+
+    ``clocks_event_reasons`` is the unsigned 64-bit NVML bitmask, exact, as pandas'
+    nullable ``UInt64`` (<NA> when unknown); the other numbers are float.
+    """
     import pandas as pd
 
     from gcbench.energy.base import SAMPLE_COLUMNS
@@ -86,7 +92,10 @@ def samples_frame(conn, dag_run_pk: int, trial_id: str):
             "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY s.t_s", (dag_run_pk, trial_id))
         rows = cur.fetchall()
     conn.commit()
-    return pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+    df = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+    df["clocks_event_reasons"] = pd.array([None if v is None else int(v) for v in df["clocks_event_reasons"]],
+                                          dtype="UInt64")
+    return df
 
 
 def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
