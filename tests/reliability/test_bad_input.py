@@ -399,6 +399,84 @@ def test_a_failure_of_the_database_over_the_content_stores_the_trial_failed_with
     assert {r[0] for r in query(pg_url, "SELECT status FROM trials")} == {"ok"}
 
 
+def test_a_trial_that_wrote_over_its_spec_json_is_stored_from_the_plans_spec(gcbench_env, pg_url):
+    from gcbench.factory.dag import collect_run
+
+    plan, items = _noop_trials(gcbench_env / "run", 3)
+    (Path(items[0]["outdir"]) / "spec.json").write_bytes(b"\x00\xff not a spec")
+    (Path(items[1]["outdir"]) / "spec.json").write_text((Path(items[2]["outdir"]) / "spec.json").read_text())
+    orphan_dir = gcbench_env / "run" / "0000000000000000"
+    orphan_dir.mkdir()
+    (orphan_dir / "spec.json").write_text("{")
+    orphan = dict(items[2], trial_id="0000000000000000", outdir=str(orphan_dir),  # no plan trial has this id
+                  spec_path=str(orphan_dir / "spec.json"))
+    summary = collect_run(plan, run_ctx(), items + [orphan])
+    assert (summary["stored"], summary["refused"], summary["spec_unreadable"]) == (3, 1, 1)
+    stored = dict(query(pg_url, "SELECT trial_id, variant FROM trials WHERE status = 'ok'"))
+    assert sorted(stored) == sorted(i["trial_id"] for i in items)
+
+
+JUNK_TEXT = st.lists(st.one_of(st.text(max_size=4), st.sampled_from(["\x00", "\ud800", "\udfff", "\ufffd", "\"", "\\"])),
+                     max_size=6).map("".join)
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2 ** 80, 2 ** 80), st.floats(), JUNK_TEXT,
+              st.just(10 ** 400), st.just("@@RAW@@")),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(JUNK_TEXT, inner, max_size=3)), max_leaves=8)
+RESULT_PATHS = [("error",), ("notes",), ("exit_code",), ("started_at",), ("metrics", "note"), ("labels",),
+                ("windows", "main", "end_s"), ("energy", "main", "flags"), ("energy", "main", "cpu_reason"),
+                ("energy", "main", "gpu", 0, "method"), ("energy", "main", "gpu", 0, "idle_power_w"),
+                ("environment", "gpus")]
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(path=st.sampled_from(RESULT_PATHS), value=JSON_VALUES, raw=st.binary(min_size=1, max_size=4).map(
+           lambda b: bytes(x | 0x80 for x in b)),
+       column=st.sampled_from(range(9)), field=st.binary(max_size=8).filter(lambda b: b"\n" not in b))
+def test_any_value_in_any_field_never_fails_collect_nor_costs_other_values(pg_url, tmp_path_factory, path, value, raw,
+                                                                           column, field):
+    """Random values (NUL, lone surrogates, NaN, 1e400, 10^400, invalid UTF-8, nesting) in
+    result.json and random bytes in one sample field: the trial is stored, its energy and
+    every other sample are kept, and a second collect changes nothing."""
+    import uuid
+
+    from gcbench.energy.base import SAMPLE_COLUMNS
+    from gcbench.store import db, ingest
+
+    plan = noop_plan("random")
+    spec = expand(plan)[0]
+    outdir = tmp_path_factory.mktemp("trial")
+    good = [f"{i * 0.05:.3f},gpu0,simulated,300.0,301.5,{1000 + 15 * i:.3f},40,1980,0" for i in range(20)]
+    bad = "50.000,gpu0,simulated,300.0,301.5,1750.000,40,1980,0".encode().split(b",")
+    bad[column] = field
+    (outdir / "samples.csv").write_bytes(("\n".join([",".join(SAMPLE_COLUMNS)] + good) + "\n").encode()
+                                         + b",".join(bad) + b"\n")
+    result = {"schema": 1, "trial_id": spec.trial_id, "plan": spec.plan, "status": "ok", "exit_code": 0, "error": None,
+              "windows": {"main": {"start_s": 0.1, "end_s": 0.9}},
+              "energy": {"main": {"gpu_energy_j": 450.0, "flags": [], "cpu": [], "cpu_reason": "no RAPL",
+                                  "gpu": [{"device": "gpu0", "energy_j": 450.0, "method": "simulated"}]}},
+              "metrics": {"gpu_energy_j": 450.0, "duration_s": 0.8}, "environment": {}}
+    node = result
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    data = json.dumps(result, allow_nan=True).encode().replace(b"@@RAW@@", raw)
+    (outdir / "result.json").write_bytes(data)
+    with db.connection(pg_url) as conn:
+        pk = ingest.register_run(conn, plan, plan.dag_id, f"manual__{uuid.uuid4().hex}", None)
+        out = ingest.collect_trial(conn, pk, spec, outdir)
+        assert (out.action, out.status) == ("stored", "ok"), out
+        assert ingest.collect_trial(conn, pk, spec, outdir).action == "unchanged"
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*), count(power_w), sum(energy_j) FROM samples s JOIN trials t ON t.id = s.trial_pk "
+                        "WHERE t.dag_run_id = %s AND s.t_s < 1.0", (pk,))
+            assert cur.fetchone() == (20, 20, sum(1000 + 15 * i for i in range(20)))
+            cur.execute("SELECT samples_count, samples_dropped, (SELECT value FROM metrics m WHERE m.trial_pk = t.id "
+                        "AND m.name = 'gpu_energy_j') FROM trials t WHERE dag_run_id = %s", (pk,))
+            n, dropped, gpu_j = cur.fetchone()
+        conn.commit()
+    assert n + dropped == 21 and gpu_j == 450.0
+
+
 DROPPED_ROWS = [
     b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980\n",            # a field short
     b"1.0,gpu0,simulated,300.0,301.5,1000,40,1980,0,9\n",        # a field too many

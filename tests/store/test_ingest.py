@@ -308,3 +308,14 @@ def test_a_plan_with_a_nul_in_a_setting_is_registered_with_it_replaced(conn, tmp
                     "FROM plans p JOIN dag_runs r USING (plan_name) JOIN trials t ON t.dag_run_id = r.id")
         assert cur.fetchone() == ("a\ufffdb", {"note": "c\ufffdd", "when": "2026-01-01 00:00:00"}, "a\ufffdb")
     conn.commit()
+
+
+def test_collect_twice_is_unchanged_when_numbers_read_back_differently_from_jsonb(conn, run_pk, tmp_path):
+    """jsonb keeps numbers as numeric: 1.0605852582168403e+17 reads back as 106058525821684030,
+    which Python does not find equal to the float; the comparison is the server's."""
+    spec = expand(PLAN)[0]
+    result = write_trial(tmp_path / spec.trial_id, spec)
+    result["notes"] = [1.0605852582168403e+17, 5e-324, -0.0, 2 ** 70]
+    (tmp_path / spec.trial_id / "result.json").write_text(json.dumps(result))
+    assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "stored"
+    assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "unchanged"

@@ -347,6 +347,10 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             if not_run:
                 raise TrialError(None, f"{not_run} trial(s) of this run never ran (see the run_trial task logs); "
                                        "the others are stored and reported")
+            unreadable = sum(s.get("spec_unreadable", 0) for s in summaries)
+            if unreadable:
+                raise TrialError(None, f"{unreadable} trial(s) of this run could not be stored: their spec.json is "
+                                       "unreadable and the plan has no such trial (see the collect task log)")
             return {"trials": sum(s.get("trials", 0) for s in summaries)}
 
         validated = validate()
@@ -383,6 +387,31 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
     return dag
 
 
+def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
+    """The spec of one ``expand_trials`` item: its spec.json (or the embedded spec), or,
+    when that file is unreadable or holds another trial (a trial may write over its
+    folder), the plan's own spec of that trial id. Returns (spec or None, why not)."""
+    from gcbench.plan.expand import expand
+    from gcbench.spec import TrialSpec
+
+    try:
+        spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
+        if spec.trial_id == item.get("trial_id", spec.trial_id):
+            return spec, None
+        why = f"spec.json holds trial {spec.trial_id!r}"
+    except Exception as exc:  # noqa: BLE001 - any unreadable spec.json: rebuilt from the plan below
+        why = f"spec.json unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    params = (ctx.get("params") if hasattr(ctx, "get") else None) or {}
+    try:
+        specs = expand(plan, repetitions=params.get("repetitions"), only_variants=params.get("variants") or None)
+    except Exception as exc:  # noqa: BLE001 - reported with the reason, never raised on every retry
+        return None, f"{why}; the plan does not expand ({exc})"
+    for spec in specs:
+        if spec.trial_id == item.get("trial_id"):
+            return spec.model_copy(update={"devices": item.get("devices") or spec.devices}), None
+    return None, f"{why}; the plan has no trial {item.get('trial_id')!r}"
+
+
 def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``collect`` task's body: store each trial of this run, count what happened.
 
@@ -395,13 +424,13 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
         StoreError: the database failed; the task is retried and, once the server is
             back, every sample is stored exactly once.
     """
-    from gcbench.spec import TrialSpec
     from gcbench.store import db, ingest
 
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
     summary: dict[str, Any] = {"trials": 0, "stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "not_run": 0,
-                               "samples": 0, "samples_dropped": 0, "fields_nulled": 0, "text_repaired": 0}
+                               "samples": 0, "samples_dropped": 0, "fields_nulled": 0, "text_repaired": 0,
+                               "spec_unreadable": 0}
     with db.connection() as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
@@ -410,7 +439,12 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             summary["trials"] += 1
             if exit_code is None and not (outdir / "result.json").exists():
                 summary["not_run"] += 1  # no runner outcome, no result: the trial never started
-            spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
+            spec, why = _item_spec(plan, ctx, item)
+            if spec is None:  # no trial row can be made without its spec: counted (check_trials fails), the others stored
+                summary["refused"] += 1
+                summary["spec_unreadable"] += 1
+                print(f"trial {item.get('trial_id')}: refused: {why}")
+                continue
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
                                            carbon=plan.carbon.model_dump(mode="json"))
             summary[outcome.action] += 1

@@ -676,11 +676,12 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
 
     with conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (dag_run_pk, spec.trial_id))
-        cur.execute("SELECT id, status, result::text FROM trials WHERE dag_run_id = %s AND trial_id = %s",
-                    (dag_run_pk, spec.trial_id))
+        # the same result? compared as jsonb by the server: a number is compared as the numeric
+        # it was stored as (1.0605852582168403e+17 reads back as 106058525821684030)
+        cur.execute("SELECT id, status, result = %s::jsonb FROM trials WHERE dag_run_id = %s AND trial_id = %s",
+                    (result_json, dag_run_pk, spec.trial_id))
         row = cur.fetchone()
-        if row is not None and row[1] == "ok" and (result is None or status != "ok" or
-                                                     json.loads(row[2] or "null") == json.loads(result_json or "null")):
+        if row is not None and row[1] == "ok" and (result is None or status != "ok" or row[2] is True):
             conn.rollback()
             return CollectOutcome(spec.trial_id, "unchanged", status=row[1])
         values = dict(
