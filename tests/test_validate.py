@@ -70,11 +70,58 @@ def test_decreasing_counter_is_invalid():
     assert not v.valid and any("energy counter decreased" in r for r in v.reasons)
 
 
-def test_cross_check_disagreement_over_threshold_is_invalid():
-    v = check_trial(result(rel=-0.428), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
-    assert not v.valid and v.reasons == ["gpu0: counter and integrated power disagree by -42.80 % (limit 3 %)"]
-    v = check_trial(result(rel=-0.428), "ok", samples(np.arange(0.5, 3.6, 0.05)), ValidationSettings(cross_check_max_rel=0.5))
-    assert v.valid
+def _reference(r, rel, allowance=0.0, ref=1000.0):
+    dev = r["energy"]["main"]["gpu"][0]
+    dev.update(cross_check_method="average-power-lag", cross_check_rel=rel, cross_check_allowance_rel=allowance,
+               cross_check_j=ref, energy_j=ref * (1 + rel))
+    return r
+
+
+def test_counter_43_percent_below_the_1_s_average_reference_is_invalid():
+    v = check_trial(_reference(result(), -0.428, ref=327.0), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert not v.valid and v.reasons == [
+        "gpu0: energy counter and 1-s average power differ by -42.80 % (187.0 J against 327.0 J), 42.80 % beyond "
+        "the 0.00 % allowed for power steps at the window edges (invalid above 15 %)"]
+
+
+def test_cross_check_tiers_apply_beyond_the_edge_allowance():
+    t = np.arange(0.5, 3.6, 0.05)
+    v = check_trial(_reference(result(), +0.08), "ok", samples(t), SETTINGS)          # 8 %: flagged, valid
+    assert v.valid and len(v.flags) == 1 and "(flag above 5 %)" in v.flags[0]
+    v = check_trial(_reference(result(), +0.08, allowance=0.04), "ok", samples(t), SETTINGS)   # 4 % beyond: ok
+    assert v.valid and v.flags == []
+    v = check_trial(_reference(result(), -0.20, allowance=0.04), "ok", samples(t), SETTINGS)   # 16 % beyond
+    assert not v.valid and "16.00 % beyond the 4.00 % allowed" in v.reasons[0]
+    loose = ValidationSettings(cross_check_flag_rel=0.2, cross_check_invalid_rel=0.5)
+    v = check_trial(_reference(result(), -0.20, allowance=0.04), "ok", samples(t), loose)
+    assert v.valid and v.flags == []
+
+
+def test_cross_check_left_unmade_for_want_of_reads_is_flagged_not_hidden():
+    r = result()
+    r["energy"]["main"]["gpu"][0].update(cross_check_method="average-power-lag", cross_check_rel=None,
+                                         cross_check_reason="1-s average power reads ([0, 3.1] s) do not cover ...")
+    v = check_trial(r, "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert v.valid and v.flags == ["gpu0: energy counter not cross-checked: 1-s average power reads ([0, 3.1] s) "
+                                   "do not cover ..."]
+
+
+def test_result_from_before_the_reference_keeps_the_instant_rule_at_the_invalid_threshold():
+    t = np.arange(0.5, 3.6, 0.05)
+    v = check_trial(result(rel=-0.428), "ok", samples(t), SETTINGS)      # no cross_check_method
+    assert not v.valid and v.reasons == ["gpu0: counter and integrated power disagree by -42.80 % (limit 15 %)"]
+    assert check_trial(result(rel=-0.10), "ok", samples(t), SETTINGS).valid
+
+
+def test_former_cross_check_max_rel_is_read_as_the_invalid_threshold():
+    v = ValidationSettings(cross_check_max_rel=0.03)
+    assert (v.cross_check_flag_rel, v.cross_check_invalid_rel) == (0.03, 0.03)
+    assert ValidationSettings(cross_check_max_rel=0.5).cross_check_flag_rel == 0.05
+    assert "cross_check_max_rel" not in ValidationSettings().model_dump()
+    with pytest.raises(ValueError, match="former name"):
+        ValidationSettings(cross_check_max_rel=0.1, cross_check_invalid_rel=0.2)
+    with pytest.raises(ValueError, match="must not exceed"):
+        ValidationSettings(cross_check_flag_rel=0.2, cross_check_invalid_rel=0.1)
 
 
 def test_power_above_the_gpu_limit_is_invalid():

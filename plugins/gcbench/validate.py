@@ -7,12 +7,15 @@ the trial still counts). Thresholds come from the plan's ``validation`` section
 
 Invalidating rules: failed trial (exit status); window shorter than
 ``min_window_periods`` sensor update periods; samples that do not cover the window
-or leave a gap over ``max_gap_periods``; an energy counter that decreases; counter
-and integrated power disagreeing by more than ``cross_check_max_rel``; power outside
-the GPU's limits; a foreign process on the GPU during the window.
+or leave a gap over ``max_gap_periods``; an energy counter that decreases; the energy
+counter differing from the 1-s average power reference by more than
+``cross_check_invalid_rel`` beyond the allowance for power steps at the window's edges
+(:func:`cross_check_finding`, docs/measurement.md); power outside the GPU's limits; a
+foreign process on the GPU during the window.
 
-Flags: throttling (power cap or thermal clocks-event reasons) during the window;
-outliers by the median absolute deviation (MAD) rule within a group; partial samples.
+Flags: the same cross-check above ``cross_check_flag_rel``; throttling (power cap or
+thermal clocks-event reasons) during the window; outliers by the median absolute
+deviation (MAD) rule within a group; partial samples.
 """
 
 from __future__ import annotations
@@ -106,10 +109,11 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
         elif flag not in ("window_too_short", "cross_check_disagreement"):
             flags.append(flag)
     for dev in main.get("gpu", []):
-        rel = dev.get("cross_check_rel")
-        if rel is not None and abs(rel) > settings.cross_check_max_rel:
-            reasons.append(f"{dev['device']}: counter and integrated power disagree by {rel * 100:+.2f} % "
-                           f"(limit {settings.cross_check_max_rel * 100:g} %)")
+        tier, text = cross_check_finding(dev, settings)
+        if tier == "invalid":
+            reasons.append(text)
+        elif text:
+            flags.append(text)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
     if len(gpu) == 0:
         reasons.append("no GPU samples stored")
@@ -150,6 +154,48 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
             if names:
                 flags.append(f"{device}: throttled during the window ({', '.join(names)})")
     return Verdict(not reasons, reasons, flags)
+
+
+def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tuple[str, str | None]:
+    """The cross-check's verdict on one GPU of a result at the plan's thresholds.
+
+    Args:
+        dev: one ``energy.main.gpu[]`` entry of result.json (a DeviceEnergy dict).
+        settings: ``cross_check_flag_rel`` and ``cross_check_invalid_rel``.
+
+    Returns:
+        (tier, sentence): tier ``ok``, ``flag``, ``invalid`` or ``unchecked``; the
+        sentence names the device, both energies, the difference, the edge allowance
+        and the threshold crossed (None for ``ok`` and for a window too short to check,
+        which the window rule already reports). The difference that counts is
+        max(0, |rel| - allowance) (docs/measurement.md). Results written before the
+        1-s average reference (no ``cross_check_method``) hold the instant-power
+        difference in ``cross_check_rel``: it is held to ``cross_check_invalid_rel``
+        without allowance, as the single threshold was before.
+    """
+    device = dev.get("device", "gpu?")
+    rel = dev.get("cross_check_rel")
+    if dev.get("cross_check_method") is None:
+        if rel is not None and abs(rel) > settings.cross_check_invalid_rel:
+            return "invalid", (f"{device}: counter and integrated power disagree by {rel * 100:+.2f} % "
+                               f"(limit {settings.cross_check_invalid_rel * 100:g} %)")
+        return "ok", None
+    if rel is None:
+        why = dev.get("cross_check_reason") or "no reference"
+        if dev.get("method") in (None, "unavailable") or "shorter than" in why:
+            return "unchecked", None
+        return "unchecked", f"{device}: energy counter not cross-checked: {why}"
+    allowance = float(dev.get("cross_check_allowance_rel") or 0.0)
+    excess = max(0.0, abs(rel) - allowance)
+    if excess <= settings.cross_check_flag_rel:
+        return "ok", None
+    tier, limit = (("invalid", settings.cross_check_invalid_rel) if excess > settings.cross_check_invalid_rel
+                   else ("flag", settings.cross_check_flag_rel))
+    energy, ref = dev.get("energy_j"), dev.get("cross_check_j")
+    both = f" ({energy:.1f} J against {ref:.1f} J)" if energy is not None and ref is not None else ""
+    return tier, (f"{device}: energy counter and 1-s average power differ by {rel * 100:+.2f} %{both}, "
+                  f"{excess * 100:.2f} % beyond the {allowance * 100:.2f} % allowed for power steps at the "
+                  f"window edges ({tier} above {limit * 100:g} %)")
 
 
 def outliers(values, k: float) -> list[bool]:

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL
 from gcbench.spec import Amount, EnergySettings, Scalar
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -56,7 +57,13 @@ class ValidationSettings(_Strict):
         min_window_periods: the window must last at least this many sensor update
             periods (NVML updates every ~100 ms: 10 periods = 1 s).
         max_gap_periods: largest allowed gap between samples, in update periods.
-        cross_check_max_rel: largest allowed |counter - integrated power| / integrated.
+        cross_check_flag_rel: the GPU energy counter is checked against NVML's 1-s
+            average power integrated over the window shifted by its lag, with an
+            allowance for power steps at the window's edges (docs/measurement.md); a
+            relative difference beyond the allowance above this flags the trial.
+        cross_check_invalid_rel: ... and above this invalidates it. ``cross_check_max_rel``
+            is this setting's former name (when the check used instant power) and is
+            still read as it; giving both is an error.
         min_valid_repetitions: below this many valid repetitions a group is inconclusive.
         outlier_mad_k: a trial whose primary metric lies more than k scaled MADs from
             its group median is flagged as an outlier (kept, not dropped).
@@ -67,10 +74,30 @@ class ValidationSettings(_Strict):
 
     min_window_periods: float = Field(default=10.0, ge=0)
     max_gap_periods: float = Field(default=3.0, gt=0)
-    cross_check_max_rel: float = Field(default=0.03, gt=0, le=1)
+    cross_check_flag_rel: float = Field(default=CROSS_CHECK_FLAG_REL, gt=0, le=1)
+    cross_check_invalid_rel: float = Field(default=CROSS_CHECK_INVALID_REL, gt=0, le=1)
     min_valid_repetitions: int = Field(default=2, ge=1)
     outlier_mad_k: float = Field(default=3.5, gt=0)
     power_limit_margin_rel: float = Field(default=0.25, ge=0, le=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_cross_check_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "cross_check_max_rel" in data:
+            if "cross_check_invalid_rel" in data:
+                raise ValueError("give cross_check_invalid_rel only: cross_check_max_rel is its former name")
+            data = dict(data)
+            data["cross_check_invalid_rel"] = data.pop("cross_check_max_rel")
+            if "cross_check_flag_rel" not in data and isinstance(data["cross_check_invalid_rel"], (int, float)):
+                data["cross_check_flag_rel"] = min(CROSS_CHECK_FLAG_REL, data["cross_check_invalid_rel"])
+        return data
+
+    @model_validator(mode="after")
+    def _flag_below_invalid(self) -> "ValidationSettings":
+        if self.cross_check_flag_rel > self.cross_check_invalid_rel:
+            raise ValueError(f"cross_check_flag_rel ({self.cross_check_flag_rel:g}) must not exceed "
+                             f"cross_check_invalid_rel ({self.cross_check_invalid_rel:g})")
+        return self
 
 
 class CarbonSettings(_Strict):
