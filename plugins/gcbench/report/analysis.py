@@ -676,6 +676,45 @@ def simulated_model(df: pd.DataFrame) -> dict | None:
     return out
 
 
+CROSS_CHECK_PREFIXES = ("energy counter and 1-s average power differ",
+                        "counter and integrated power disagree")
+"""How the validation's cross-check sentences begin after ``gpuN: `` (gcbench.validate)."""
+
+
+def _plan_validation(plan: dict | None):
+    """The plan's ValidationSettings (defaults where the plan or its section is missing
+    or no longer parses)."""
+    from gcbench.plan.schema import ValidationSettings
+
+    try:
+        return ValidationSettings.model_validate((plan or {}).get("validation") or {})
+    except ValueError:
+        return ValidationSettings()
+
+
+def cross_check_statement(df: pd.DataFrame, plan: dict | None) -> str:
+    """The cross-check rule with the thresholds this run used, and its outcome."""
+    from gcbench.energy.integrate import AVERAGE_POWER_LAG_S, EDGE_ALLOWANCE_S
+
+    v = _plan_validation(plan)
+
+    def hits(col: str) -> int:
+        return int(sum(any(str(x).split(": ", 1)[-1].startswith(CROSS_CHECK_PREFIXES) for x in items)
+                       for items in df[col]))
+    checked = int(df["gpu_method"].map(lambda m: bool(m) and ("counter" in str(m) or m == "simulated")).sum())
+    return (f"Each window's GPU energy from the NVML energy counter is checked against a reference from "
+            f"another reading of the same sensor: the 1-s average power, integrated over the window shifted "
+            f"by its lag of {AVERAGE_POWER_LAG_S:g} s (measured on an H200). A 1-s average cannot place a "
+            f"power step more finely than its second, so {EDGE_ALLOWANCE_S:g} s x the power step measured at "
+            f"each edge is allowed on top. A difference beyond that allowance above "
+            f"{v.cross_check_flag_rel * 100:g} % flags the trial, above {v.cross_check_invalid_rel * 100:g} % "
+            f"invalidates it (the plan's validation.cross_check_flag_rel and cross_check_invalid_rel). "
+            f"Instant power is not the reference: it refreshes every ~100 ms and misses shorter bursts "
+            f"(-10 % on a bursty H200 load); its integral is kept in result.json for information. "
+            f"This run: {checked} trials with a counter (or the simulated device's model counter), "
+            f"{hits('flags')} flagged and {hits('reasons')} invalid by this rule. See docs/measurement.md.")
+
+
 @dataclass
 class Measurement:
     """The "How this was measured" section.
@@ -695,6 +734,7 @@ class Measurement:
         edge_correction: whether edge correction applied, in words.
         simulated_model: the simulated device's model (idle_w, busy_w, tick_s,
             recorded), or None when no trial is simulated.
+        cross_check: the counter cross-check's rule, thresholds and outcome, in words.
     """
 
     methods: list[dict]
@@ -708,6 +748,7 @@ class Measurement:
     configured_hz: float | None = None
     edge_correction: str = ""
     simulated_model: dict | None = None
+    cross_check: str = ""
 
 
 def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
@@ -786,6 +827,7 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
         edge_correction=edge_correction_statement(
             [m or "unavailable" for m in ok["gpu_method"]]),
         simulated_model=simulated_model(df),
+        cross_check=cross_check_statement(df, data.plan),
     )
 
 
