@@ -57,7 +57,7 @@ def test_migrations_apply_once(conn):
     assert db.migrate(conn) == []
     with conn.cursor() as cur:
         cur.execute("SELECT version FROM gcbench.schema_migrations")
-        assert sorted(r[0] for r in cur.fetchall()) == [1, 2]
+        assert sorted(r[0] for r in cur.fetchall()) == [1, 2, 4]
 
 
 def test_collect_stores_trial_samples_metrics_and_co2e(conn, run_pk, tmp_path):

@@ -205,7 +205,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         invalid=invalid, failed=failed, unvalidated=unvalidated,
         methods=m.methods, probes=probes, counts=m.counts, reasons=m.reasons, flags=m.flags,
         energy_basis=m.energy_basis, sensor_facts=SENSOR_FACTS,
-        edge_correction=m.edge_correction, cross_check=m.cross_check, sim_model=sim_model,
+        edge_correction=m.edge_correction, cross_check=m.cross_check, stability=m.stability, sim_model=sim_model,
         example_trial=m.example_trial or "",
         configured_hz=fmt_num(m.configured_hz, 3) if m.configured_hz else "unknown",
         conf=conf, n_resamples=f"{s.n_resamples:,}", alpha=s.alpha,
