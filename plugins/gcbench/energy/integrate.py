@@ -289,7 +289,7 @@ time t is the mean over [t - 1.07, t - 0.07], whose middle is 0.57 s before t.
 
 Measured on the H200 traces (tests/fixtures/gpu, driver 580.159.04) by
 :func:`fit_average_power_lag_s`: 0.07 s best fits every 20 Hz read against the
-counter's 1-s differences (0.06 s on the steady trace, 0.09 s on the bursty one,
+counter's 1-s differences (0.065 s on the steady trace, 0.095 s on the bursty one,
 0.07 s on the short-window one; tests/energy/test_integrate.py). The 0.07 s is the
 delay between the sensor's ~100 ms updates and the reads (uniform, mean ~50 ms) plus
 the update's own latency. Limits: one GPU model and driver; GPUs before Ampere report
