@@ -329,9 +329,10 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         if warmups:
             result["warmup"] = warmups
             for w in warmups:
-                log(f"warm-up {'settled' if w['settled'] else 'CAPPED'} after {w['steps']} steps, "
-                    f"{w['seconds']:.2f} s (CV of the last {w['judged_steps']} step times {w['cv']}, "
-                    f"limit {w['cv_max']})")
+                cv = "unknown" if w["cv"] is None else f"{w['cv']:.3f}"
+                log(f"warm-up {'settled' if w['settled'] else 'CAPPED at ' + format(w['max_seconds'], 'g') + ' s'} "
+                    f"after {w['steps']} steps, {w['seconds']:.2f} s (CV of the last {w['judged_steps']} step times "
+                    f"{cv}, limit {w['cv_max']:g})")
         result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
         if status == EXIT_OK:
             result["metrics"].update(stability_metrics(result["stability"]))
