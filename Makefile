@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
 
-.PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check clean
+.PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check gpu-wheels gpu-studies clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,11 +46,29 @@ test-docker: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
-# On a GPU machine: NVML facts, edge correction and sampler overhead, then a short
-# version of both studies (each under 5 minutes).
-gpu-check: setup
-	$(PY) scripts/gpu_check.py
-	$(PY) scripts/gpu_check_studies.py
+# The GPU day (docs/measurement.md, "GPU check"). gpu-check runs on a bare lent GPU
+# machine with its own python3 (torch+CUDA, numpy, nvidia-ml-py, PyYAML) in about two
+# minutes: the 1-s average power's lag, the counter cross-check on a steady and a bursty
+# load with its verdict, the sampler's overhead; one page, and the same as JSON in
+# GPU_RESULTS. pydantic comes from the wheels that gpu-wheels downloads here beforehand
+# (PyPI needed; .whl/ is git-ignored and carried to the device). gpu-studies runs short
+# versions of both studies (under 5 minutes) the same way.
+GPU_RESULTS ?= docs/gpu-results
+GPU_PYVER ?= 3.12
+GPU_WHEELS = pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
+	typing-extensions==4.16.0
+
+gpu-wheels:
+	rm -rf .whl && mkdir -p .whl
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYVER) --implementation cp \
+	    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	    -d .whl $(GPU_WHEELS)
+
+gpu-check:
+	bash scripts/gpu_check.sh $(GPU_RESULTS)
+
+gpu-studies:
+	bash scripts/gpu_check.sh $(GPU_RESULTS) studies
 
 clean:
 	rm -rf .gcbench reports

@@ -88,3 +88,31 @@ def test_spec_with_a_forged_id_is_refused(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(tmp_path / "spec.json"), str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "does not match its spec" in proc.stderr
+
+
+def test_trial_records_progress_and_stability_of_its_window(tmp_path):
+    spec = expand(plan_from_text(PLAN.replace(", codecarbon: true", "")))[0]
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    window = result["windows"]["main"]
+    points = result["progress"]["main"]["points"]
+    # noop in a seconds window: a 10 ms sleep per step, each step's end recorded inside the window
+    assert len(points) == result["counts"]["steps"] == result["progress"]["main"]["steps"] > 50
+    assert window["start_s"] < points[0][0] and points[-1][0] <= window["end_s"]
+    assert [p[1] for p in points] == list(range(1, len(points) + 1))
+    stab = result["stability"]["main"]
+    assert stab["judged"] and stab["steps"] == len(points) and stab["drift_ratio"] < 1.5
+    m = result["metrics"]
+    assert m["window_steps"] == len(points) and m["window_steps_per_s"] == pytest.approx(
+        len(points) / (window["end_s"] - window["start_s"]))
+    assert m["stability_halves_ratio"] == stab["halves_ratio"]
+    # the sampler went on reading power for the cross-check's reference after the window
+    gpu_t = [float(line.split(",")[0]) for line in (out / "samples.csv").read_text().splitlines()[1:]
+             if ",gpu0," in line]
+    assert max(gpu_t) >= window["end_s"] + 1.07
+    assert result["energy"]["main"]["gpu"][0]["cross_check_verdict"] == "ok"

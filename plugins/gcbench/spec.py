@@ -25,13 +25,35 @@ from pydantic import BaseModel, ConfigDict, Field
 Scalar = str | int | float | bool | None
 
 
+class StableWarmup(BaseModel):
+    """Warm up until the step time settles (``warmup: {until_stable: {...}}``).
+
+    Steps run (each one synchronised with the device) until the coefficient of
+    variation of the last ``steps`` step times is at most ``cv_max``, or for at most
+    ``max_seconds`` (the cap; reaching it is recorded in result.json as ``capped``).
+
+    Attributes:
+        cv_max: largest standard deviation / mean of the recent step times.
+        steps: how many recent step times are judged (at least 3).
+        max_seconds: cap of the warm-up, s.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cv_max: float = Field(default=0.1, gt=0, le=1)
+    steps: int = Field(default=5, ge=3, le=1000)
+    max_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+
 class Amount(BaseModel):
-    """A warm-up or measurement window, in steps or in seconds (exactly one is set)."""
+    """A warm-up or measurement window, in steps or in seconds (exactly one is set); a
+    warm-up may instead run ``until_stable`` (:class:`StableWarmup`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     steps: int | None = Field(default=None, ge=0)
     seconds: float | None = Field(default=None, ge=0)
+    until_stable: StableWarmup | None = None
 
 
 class EnergySettings(BaseModel):
@@ -108,8 +130,14 @@ class TrialSpec(BaseModel):
     trial_id: str = ""
 
     def canonical_json(self) -> str:
-        """The JSON that is hashed into the trial id (sorted keys, compact)."""
+        """The JSON that is hashed into the trial id (sorted keys, compact).
+
+        ``until_stable`` is left out of ``warmup`` and ``window`` when unset, so that the
+        ids of specs written before it existed do not change."""
         data = self.model_dump(mode="json", exclude={"trial_id", "order", "devices"})
+        for key in ("warmup", "window"):
+            if isinstance(data.get(key), dict) and data[key].get("until_stable") is None:
+                data[key].pop("until_stable", None)
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def compute_id(self) -> str:

@@ -107,11 +107,16 @@ class Context:
         self.log = log
         self.device = _torch_device(spec)
         self.windows: dict[str, dict[str, float]] = {}
+        self.progress: dict[str, dict[str, Any]] = {}
         self.codecarbon = None
 
     @contextmanager
     def window(self, key: str = "main") -> Iterator[None]:
-        """Measured window ``key``: energy and time between entry and exit."""
+        """Measured window ``key``: energy and time between entry and exit; the step
+        loops run inside it report their progress (:mod:`gcbench.stability`)."""
+        from gcbench.stability import Progress
+        from gcbench.workloads._loop import recording
+
         tracker = None
         if key == "main" and self.spec.energy.codecarbon:
             from gcbench.codecarbon_compare import CodeCarbonTracker
@@ -120,10 +125,14 @@ class Context:
             tracker.__enter__()
         start_s = self.meter.begin_window(key)
         self.log(f"window {key} begins at t={start_s:.3f}s")
+        progress = Progress(self.meter.origin_monotonic, start_s)
         try:
-            yield
+            with recording(progress):
+                yield
         finally:
             end_s = self.meter.end_window(key)
+            if progress.steps:
+                self.progress[key] = progress.to_dict()
             if tracker is not None:
                 tracker.__exit__(None, None, None)
                 self.codecarbon = tracker.result
@@ -212,6 +221,29 @@ def derive_metrics(counts: dict[str, Any], energy: dict[str, Any], windows: dict
     return m
 
 
+def stability_of(progress: dict[str, Any], windows: dict[str, Any]) -> dict[str, Any]:
+    """``{window key: WindowStability dict}`` for every window with progress (defaults
+    of the rule; validation recomputes with the plan's settings)."""
+    from gcbench.stability import window_stability
+
+    out = {}
+    for key, prog in progress.items():
+        w = windows.get(key) or {}
+        if w.get("start_s") is not None and w.get("end_s") is not None:
+            out[key] = window_stability(prog.get("points") or [], w["start_s"], w["end_s"]).to_dict()
+    return out
+
+
+def stability_metrics(stability: dict[str, Any]) -> dict[str, Any]:
+    """The main window's stability figures as metrics (stored in the metrics table)."""
+    main = stability.get("main")
+    if not main:
+        return {}
+    return {"window_steps": main["steps"], "window_steps_per_s": main["steps_per_s"],
+            "stability_halves_ratio": main["halves_ratio"], "stability_stall_ratio": main["stall_ratio"],
+            "stability_stall_rel": main["stall_rel"], "stability_step_time_cv": main["step_time_cv"]}
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to ``path`` through a temporary file and a rename (no half files)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -236,6 +268,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     """Run one trial and write its result.json; returns the exit status."""
     from gcbench import workloads
     from gcbench.energy.meter import Meter
+    from gcbench.workloads._loop import warmup_log
 
     check_writable(outdir)
     log = _Log(outdir / "trial.log")
@@ -254,12 +287,14 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     ctx: Context | None = None
     counts: dict[str, Any] = {}
     energy: dict[str, Any] = {}
+    warmups: list[dict] = []
     try:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
         ctx = Context(spec, outdir, meter, log)
-        counts = workloads.load(spec.kind).run(spec, ctx) or {}
+        with warmup_log() as warmups:
+            counts = workloads.load(spec.kind).run(spec, ctx) or {}
         status = EXIT_OK
         result["status"] = "ok"
     except SkipTrial as exc:
@@ -288,7 +323,19 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         result["windows"] = windows
         result["energy"] = energy
         result["counts"] = counts
+        progress = ctx.progress if ctx is not None else {}
+        result["progress"] = progress
+        result["stability"] = stability_of(progress, windows)
+        if warmups:
+            result["warmup"] = warmups
+            for w in warmups:
+                cv = "unknown" if w["cv"] is None else f"{w['cv']:.3f}"
+                log(f"warm-up {'settled' if w['settled'] else 'CAPPED at ' + format(w['max_seconds'], 'g') + ' s'} "
+                    f"after {w['steps']} steps, {w['seconds']:.2f} s (CV of the last {w['judged_steps']} step times "
+                    f"{cv}, limit {w['cv_max']:g})")
         result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
+        if status == EXIT_OK:
+            result["metrics"].update(stability_metrics(result["stability"]))
         if status == EXIT_OK and ctx is not None and ctx.codecarbon is not None:
             from gcbench.codecarbon_compare import comparison_metrics
 

@@ -7,12 +7,23 @@ the trial still counts). Thresholds come from the plan's ``validation`` section
 
 Invalidating rules: failed trial (exit status); window shorter than
 ``min_window_periods`` sensor update periods; samples that do not cover the window
-or leave a gap over ``max_gap_periods``; an energy counter that decreases; counter
-and integrated power disagreeing by more than ``cross_check_max_rel``; power outside
-the GPU's limits; a foreign process on the GPU during the window.
+or leave a gap over ``max_gap_periods``; an energy counter that decreases; the energy
+counter differing from the 1-s average power reference by more than
+``cross_check_invalid_rel`` beyond the allowance for power steps at the window's edges
+(:func:`cross_check_finding`, docs/measurement.md); power outside the GPU's limits; a
+foreign process on the GPU during the window.
 
-Flags: throttling (power cap or thermal clocks-event reasons) during the window;
-outliers by the median absolute deviation (MAD) rule within a group; partial samples.
+Throughput stability (:mod:`gcbench.stability`): a window whose halves ran more
+than ``stability_drift_invalid_ratio`` times apart, or that lost more than
+``stability_stall_invalid_rel`` of its time to slow segments, is invalid; smaller
+drifts and stalls above the ``*_flag_*`` thresholds are flagged, and a window with
+too few steps to judge is flagged as not judged.
+
+Flags: the same cross-check above ``cross_check_flag_rel``; throttling (power cap or
+thermal clocks-event reasons) during the window; outliers by the median absolute
+deviation (MAD) rule within a group of three or more; in a group of two, twins whose
+throughputs differ by more than ``twin_max_ratio`` (the group is then inconclusive);
+partial samples.
 """
 
 from __future__ import annotations
@@ -106,10 +117,16 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
         elif flag not in ("window_too_short", "cross_check_disagreement"):
             flags.append(flag)
     for dev in main.get("gpu", []):
-        rel = dev.get("cross_check_rel")
-        if rel is not None and abs(rel) > settings.cross_check_max_rel:
-            reasons.append(f"{dev['device']}: counter and integrated power disagree by {rel * 100:+.2f} % "
-                           f"(limit {settings.cross_check_max_rel * 100:g} %)")
+        tier, text = cross_check_finding(dev, settings)
+        if tier == "invalid":
+            reasons.append(text)
+        elif text:
+            flags.append(text)
+    tier, text = stability_finding(result, start_s, end_s, settings)
+    if tier == "invalid":
+        reasons.append(text)
+    elif text:
+        flags.append(text)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
     if len(gpu) == 0:
         reasons.append("no GPU samples stored")
@@ -152,6 +169,81 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
     return Verdict(not reasons, reasons, flags)
 
 
+def stability_finding(result: dict[str, Any], start_s: float, end_s: float,
+                      settings: ValidationSettings) -> tuple[str, str | None]:
+    """The throughput-stability rule on the main window (:mod:`gcbench.stability`).
+
+    Recomputed from the progress points in result.json with the plan's
+    ``stability_min_steps``, then judged by :func:`gcbench.stability.window_finding`.
+    """
+    from gcbench.stability import window_finding, window_stability
+
+    prog = ((result.get("progress") or {}).get("main") or {}).get("points")
+    stab = window_stability(prog, start_s, end_s, settings.stability_min_steps).to_dict() if prog else None
+    return window_finding(stab, settings)
+
+
+def twin_finding(values: list[float | None], settings: ValidationSettings) -> str | None:
+    """The group rule for exactly two valid repetitions: their throughputs (steps per
+    second of the main window) differ by more than ``twin_max_ratio``.
+
+    Returns:
+        The flag sentence (it begins with :data:`gcbench.stability.TWIN_FLAG`), or None.
+    """
+    from gcbench.stability import TWIN_FLAG, twin_ratio
+
+    if len(values) != 2:
+        return None
+    ratio = twin_ratio(*values)
+    if ratio is None or ratio <= settings.twin_max_ratio:
+        return None
+    a, b = values
+    return (f"{TWIN_FLAG}: the two valid repetitions ran at {a:.4g} and {b:.4g} steps/s ({ratio:.1f}x apart, "
+            f"limit {settings.twin_max_ratio:g}x); the group is inconclusive")
+
+
+def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tuple[str, str | None]:
+    """The cross-check's verdict on one GPU of a result at the plan's thresholds.
+
+    Args:
+        dev: one ``energy.main.gpu[]`` entry of result.json (a DeviceEnergy dict).
+        settings: ``cross_check_flag_rel`` and ``cross_check_invalid_rel``.
+
+    Returns:
+        (tier, sentence): tier ``ok``, ``flag``, ``invalid`` or ``unchecked``; the
+        sentence names the device, both energies, the difference, the edge allowance
+        and the threshold crossed (None for ``ok`` and for a window too short to check,
+        which the window rule already reports). The difference that counts is
+        max(0, |rel| - allowance) (docs/measurement.md). Results written before the
+        1-s average reference (no ``cross_check_method``) hold the instant-power
+        difference in ``cross_check_rel``: it is held to ``cross_check_invalid_rel``
+        without allowance, as the single threshold was before.
+    """
+    device = dev.get("device", "gpu?")
+    rel = dev.get("cross_check_rel")
+    if dev.get("cross_check_method") is None:
+        if rel is not None and abs(rel) > settings.cross_check_invalid_rel:
+            return "invalid", (f"{device}: counter and integrated power disagree by {rel * 100:+.2f} % "
+                               f"(limit {settings.cross_check_invalid_rel * 100:g} %)")
+        return "ok", None
+    if rel is None:
+        why = dev.get("cross_check_reason") or "no reference"
+        if dev.get("method") in (None, "unavailable") or "shorter than" in why:
+            return "unchecked", None
+        return "unchecked", f"{device}: energy counter not cross-checked: {why}"
+    allowance = float(dev.get("cross_check_allowance_rel") or 0.0)
+    excess = max(0.0, abs(rel) - allowance)
+    if excess <= settings.cross_check_flag_rel:
+        return "ok", None
+    tier, limit = (("invalid", settings.cross_check_invalid_rel) if excess > settings.cross_check_invalid_rel
+                   else ("flag", settings.cross_check_flag_rel))
+    energy, ref = dev.get("energy_j"), dev.get("cross_check_j")
+    both = f" ({energy:.1f} J against {ref:.1f} J)" if energy is not None and ref is not None else ""
+    return tier, (f"{device}: energy counter and 1-s average power differ by {rel * 100:+.2f} %{both}, "
+                  f"{excess * 100:.2f} % beyond the {allowance * 100:.2f} % allowed for power steps at the "
+                  f"window edges ({tier} above {limit * 100:g} %)")
+
+
 def outliers(values, k: float) -> list[bool]:
     """Outlier mask by the MAD rule: |x - median| > k * 1.4826 * MAD.
 
@@ -177,7 +269,10 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
     """Validate every trial of a DAG run and store validity, reasons and flags.
 
     Returns:
-        ``{"valid": n, "invalid": n, "reasons": {reason: count}, "inconclusive": [variants]}``.
+        ``{"valid": n, "invalid": n, "reasons": {reason: count}, "inconclusive": [variants]}``;
+        a group is inconclusive with fewer than ``min_valid_repetitions`` valid
+        repetitions, or when its two valid repetitions' throughputs are more than
+        ``twin_max_ratio`` apart (:func:`twin_finding`, flagged on both trials).
     """
     import json
 
@@ -195,6 +290,7 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
         if row.samples_partial and row.status == "ok":
             verdict.flags.append("samples partial")
         verdicts[row.trial_pk] = verdict
+    twins_apart: set[str] = set()
     for variant, group in df.groupby("variant"):
         kind = group["kind"].iloc[0]
         metric = PRIMARY_METRIC.get(kind, "duration_s")
@@ -204,6 +300,12 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
             for pk, is_out in zip(valid_rows["trial_pk"], mask):
                 if is_out:
                     verdicts[pk].flags.append(f"outlier: {metric} more than {settings.outlier_mad_k:g} scaled MADs from the group median")
+        if "window_steps_per_s" in valid_rows:
+            twin = twin_finding([None if v != v else float(v) for v in valid_rows["window_steps_per_s"]], settings)
+            if twin:
+                twins_apart.add(variant)
+                for pk in valid_rows["trial_pk"]:
+                    verdicts[pk].flags.append(twin)
     summary: dict[str, Any] = {"valid": 0, "invalid": 0, "reasons": {}, "inconclusive": []}
     for pk, verdict in verdicts.items():
         queries.set_validity(conn, pk, verdict.valid, verdict.reasons, verdict.flags)
@@ -214,6 +316,6 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
     conn.commit()
     for variant, group in df.groupby("variant"):
         n_valid = sum(verdicts[pk].valid for pk in group["trial_pk"])
-        if n_valid < settings.min_valid_repetitions:
+        if n_valid < settings.min_valid_repetitions or variant in twins_apart:
             summary["inconclusive"].append(variant)
     return summary

@@ -44,3 +44,18 @@ def load_trace(name: str) -> Trace:
 @pytest.fixture(scope="session")
 def traces() -> dict[str, Trace]:
     return {n: load_trace(n) for n in ("idle_busy_idle", "bursty", "short_windows")}
+
+
+def load_session() -> Trace:
+    """The three traces as the one recording they are (consecutive reads of one GPU on
+    one clock: trace_bursty starts 11 ms after trace_idle_busy_idle ends, and so on), so
+    that every phase has the reads that follow it (the reference needs ~1 s of them)."""
+    parts = [load_trace(n) for n in ("idle_busy_idle", "bursty", "short_windows")]
+    return Trace(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("t_s", "instant_w", "average_w", "energy_j")),
+                 phases=[ph for p in parts for ph in p.phases])
+
+
+@pytest.fixture(scope="session")
+def session() -> Trace:
+    """:func:`load_session`."""
+    return load_session()

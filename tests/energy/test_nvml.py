@@ -240,10 +240,12 @@ def test_counter_187_j_against_integrated_327_j_over_5_s_idle_flags_the_window()
     energy = 1000.0 + np.maximum(ticks, 0) * (187.0 / 50)   # 37.4 W by the counter
     series = DeviceSeries(t_s=t, power_w=np.full(t.size, 65.4), power_instant_w=np.full(t.size, 65.4),
                           energy_j=energy, source="nvml")
-    dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.03)
+    dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5)
     assert dev.energy_j == pytest.approx(187.0, abs=4.0) and dev.cross_check_j == pytest.approx(327.0)
-    assert dev.method == "nvml-counter-edge-corrected"
+    assert dev.method == "nvml-counter-edge-corrected" and dev.cross_check_method == "average-power-lag"
     assert dev.cross_check_rel == pytest.approx(-0.43, abs=0.02)
+    assert dev.cross_check_allowance_rel == 0.0 and dev.cross_check_verdict == "invalid"
+    assert dev.instant_integral_j == pytest.approx(327.0)        # kept for information
     assert flags == ["cross_check_disagreement"]
-    _, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5)
-    assert flags == []
+    dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5, cross_check_invalid=0.6)
+    assert flags == [] and dev.cross_check_verdict == "ok"

@@ -34,13 +34,24 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
 
     conn = psycopg2.connect(pg_url)
     with conn.cursor() as cur:
-        cur.execute("SELECT trial_id, kind, status, valid, simulated, samples_count FROM gcbench.trials")
+        cur.execute("SELECT trial_id, kind, status, valid, simulated, samples_count, reasons, flags FROM gcbench.trials")
         rows = cur.fetchall()
         assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 18
-        assert all(r[2] == "ok" and r[3] is True and r[4] is True for r in rows), rows
+        # every trial ran and was validated; the only reason a trial may be invalid here is the
+        # throughput-stability rule: on a machine shared with other work a CPU-bound window can
+        # be starved (h2d copies swung 5-13x between a window's halves on a 2-core machine at
+        # load 10), and such a window is invalid by design (docs/measurement.md)
+        def starved(r):
+            return r[3] is False and r[6] and all(str(x).startswith("unstable window") for x in r[6])
+        assert all(r[2] == "ok" and (r[3] is True or starved(r)) and r[4] is True for r in rows), "\n".join(
+            f"{r[0]} {r[1]} {r[2]} valid={r[3]}: {r[6]}" for r in rows if not (r[2] == "ok" and r[3] is True))
+        n_valid = sum(r[3] is True for r in rows)
         assert all(r[5] >= 10 for r in rows)
         cur.execute("SELECT count(*) FROM gcbench.samples")
         assert cur.fetchone()[0] == sum(r[5] for r in rows)
+        # every trial's main window recorded its progress (steps and their times)
+        cur.execute("SELECT count(DISTINCT trial_pk) FROM gcbench.progress WHERE window_key = 'main'")
+        assert cur.fetchone()[0] == 18
         cur.execute("SELECT t.kind, m.name, min(m.value), max(m.value) FROM gcbench.metrics m "
                     "JOIN gcbench.trials t ON t.id = m.trial_pk GROUP BY t.kind, m.name")
         metrics = {(k, n): (lo, hi) for k, n, lo, hi in cur.fetchall()}
@@ -76,4 +87,4 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     runs = subprocess.run([sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env,
                           timeout=300)
     assert runs.returncode == 0
-    assert f"smoke\t{status['run_id']}\t" in runs.stdout and "18 trials, 18 valid, 0 failed" in runs.stdout
+    assert f"smoke\t{status['run_id']}\t" in runs.stdout and f"18 trials, {n_valid} valid, 0 failed" in runs.stdout

@@ -87,3 +87,14 @@ def test_only_variants_filter():
 def test_seeds_differ_per_repetition_and_variant():
     specs = expand(plan_from_text(PLAN))
     assert len({s.seed for s in specs}) == len(specs)
+
+
+def test_ids_do_not_change_with_the_until_stable_warm_up_option():
+    """Specs without ``warmup.until_stable`` hash as before it existed (no null key)."""
+    spec = expand(plan_from_text(PLAN))[0]
+    canonical = json.loads(spec.canonical_json())
+    assert "until_stable" not in canonical["warmup"] and "until_stable" not in canonical["window"]
+    assert spec.trial_id == "45f2a08475fc8a4e"      # as computed before the option existed
+    stable = expand(plan_from_text(PLAN + "warmup: {until_stable: {cv_max: 0.05, max_seconds: 30}}\n"))[0]
+    assert stable.warmup.until_stable.cv_max == 0.05 and stable.warmup.until_stable.steps == 5
+    assert stable.trial_id != spec.trial_id

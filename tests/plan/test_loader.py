@@ -129,3 +129,11 @@ def test_cli_validate_exit_codes(tmp_path, capsys):
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {bad}:2: repetitions: Input should be greater than or equal to 1"
     assert "Traceback" not in proc.stderr
+
+
+def test_until_stable_is_a_warm_up_only_and_exclusive(tmp_path):
+    base = "name: w\nworkloads: [{name: n, kind: noop}]\n"
+    assert "exactly one of 'steps', 'seconds' or 'until_stable'" in str(
+        error_of(base + "warmup: {steps: 2, until_stable: {}}\n", tmp_path))
+    assert "'until_stable' is for warmup only" in str(error_of(base + "window: {until_stable: {}}\n", tmp_path))
+    assert "cv_max" in str(error_of(base + "warmup: {until_stable: {cv_max: 0}}\n", tmp_path))

@@ -35,6 +35,24 @@ def test_min_valid_repetitions_makes_groups_inconclusive_and_untested():
     assert all("inconclusive" in r.headline for r in bad)
 
 
+def test_twins_that_disagree_make_their_group_inconclusive_and_untested():
+    data = make_report_data(kinds=("tinylm",), n_rep=2, failures=False)
+    variant = "tinylm-infer[mode=infer,path=torch]"
+    flag = ("twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+            "the group is inconclusive")
+    rows = data.trials["variant"] == variant
+    data.trials.loc[rows, "flags"] = data.trials.loc[rows, "flags"].map(lambda f: list(f) + [flag])
+    a = analyze(data, FAST)
+    g = next(g for g in a.groups if g.variant == variant)
+    assert g.inconclusive and g.n_valid == 2 and g.inconclusive_reason.startswith("the two valid repetitions ran at 70")
+    others = [g for g in a.groups if g.variant != variant]
+    assert others and not any(g.inconclusive for g in others)
+    rows = [r for r in a.comparisons if variant in (r.result.treatment, r.result.baseline)]
+    assert rows and all(r.inconclusive and r.result.p_mannwhitney_holm is None for r in rows)
+    assert all(f"the two repetitions of {variant} ran too far apart in throughput" in r.headline for r in rows)
+    assert all("disagree; not tested" in r.result.note for r in rows)
+
+
 def test_baseline_rules():
     s = ReportSettings(baseline={"path": "torch"})
     assert baseline_level("path", ["torch", "external-go"], s) == "torch"

@@ -232,3 +232,29 @@ def test_simulated_energy_total_is_labelled(simulated_report):
     _, paths = simulated_report
     heads = _section(paths.html.read_text(encoding="utf-8"), "headlines")
     assert '<span class="sim">SIMULATED</span> Total over valid trials:' in heads
+
+
+def test_measurement_section_states_the_cross_check_rule_and_its_thresholds(measured_report):
+    _, paths = measured_report
+    md = paths.markdown.read_text(encoding="utf-8")
+    html = paths.html.read_text(encoding="utf-8")
+    section = md.split("### Cross-check of the energy counter")[1].split("###")[0]
+    assert "1-s average power, integrated over the window shifted by its lag of 0.57 s" in section
+    assert "0.175 s x the power step measured at each edge" in section
+    assert "above 5 % flags the trial, above 15 % invalidates it" in section
+    assert '<p id="cross-check">' in html and "above 15 % invalidates it" in html
+
+
+def test_cross_check_statement_uses_the_plans_thresholds_and_counts_its_findings():
+    from gcbench.report.analysis import cross_check_statement
+
+    df = pd.DataFrame({
+        "gpu_method": ["nvml-counter-edge-corrected"] * 3 + ["nvidia-smi-power-integration"],
+        "flags": [["gpu0: energy counter and 1-s average power differ by +7.00 % (...)"], [], [], []],
+        "reasons": [[], ["gpu1: energy counter and 1-s average power differ by -43.00 % (...)"],
+                    ["window too short for the sensor: ..."], []],
+    })
+    text = cross_check_statement(df, {"validation": {"cross_check_max_rel": 0.1}})   # the former name
+    assert "above 5 % flags the trial, above 10 % invalidates it" in text
+    assert "This run: 3 trials with a counter (or the simulated device's model counter), 1 flagged and 1 invalid" \
+        in text

@@ -45,6 +45,19 @@ SAMPLE_COLUMNS = (
 
 Source = Literal["nvml", "nvidia-smi", "rapl", "simulated", "none"]
 
+CROSS_CHECK_FLAG_REL = 0.05
+"""Default of ``validation.cross_check_flag_rel``: a counter that differs from the 1-s
+average reference by more than this, beyond the edge allowance, is flagged.
+docs/measurement.md: 5 % is above the 99th percentile (4.1 %) of the excess over 900
+windows of 2-10 s placed at random on the H200 traces; every phase of 2 s or more has
+no excess at all."""
+
+CROSS_CHECK_INVALID_REL = 0.15
+"""Default of ``validation.cross_check_invalid_rel``: beyond the edge allowance, a
+larger difference invalidates the trial. 1.8 x the largest excess of any window of
+1 s or more placed at random on the H200 traces (8.4 %), and well below a counter
+43 % low (a public Zeus report: 187 J against 327 J)."""
+
 
 @dataclass
 class DeviceEnergy:
@@ -58,8 +71,25 @@ class DeviceEnergy:
             ``rapl``, ``simulated``, or ``unavailable``.
         source: the sensor family (see :data:`Source`).
         reason: why the value is None or degraded; None when fine.
-        cross_check_j: the same window's energy by trapezoid of instant power, J.
+        cross_check_j: the reference the counter is checked against: the 1-s average
+            power integrated over the window shifted by its lag
+            (:func:`gcbench.energy.integrate.cross_check_reference`), J; None when
+            unchecked. (Results written before ``cross_check_method`` existed hold the
+            instant-power trapezoid here.)
         cross_check_rel: (energy_j - cross_check_j) / cross_check_j, or None.
+        cross_check_method: ``average-power-lag`` (the reference above); None in older
+            results.
+        cross_check_allowance_rel: the edge allowance relative to the reference
+            (EDGE_ALLOWANCE_S x the power steps at both edges / reference).
+        cross_check_excess_rel: max(0, |cross_check_rel| - allowance): what the
+            thresholds apply to.
+        cross_check_verdict: ``ok``, ``flag``, ``invalid`` at the meter's thresholds
+            (validation applies the plan's), or ``unchecked``.
+        cross_check_lag_s: the lag of the 1-s average used, s.
+        cross_check_reason: why unchecked.
+        instant_integral_j: trapezoid of instant power over the window, J; recorded for
+            information (it misses bursts shorter than the sensor's ~100 ms refresh).
+        instant_integral_rel: (energy_j - instant_integral_j) / instant_integral_j.
         idle_power_w: idle baseline power of this device, W, when measured.
         update_period_s: the sensor's observed update period, s.
         energy_above_idle_j: energy_j minus idle_power_w x window duration, J; None
@@ -79,6 +109,14 @@ class DeviceEnergy:
     update_period_s: float | None = None
     energy_above_idle_j: float | None = None
     power_field: str | None = None
+    cross_check_method: str | None = None
+    cross_check_allowance_rel: float | None = None
+    cross_check_excess_rel: float | None = None
+    cross_check_verdict: str | None = None
+    cross_check_lag_s: float | None = None
+    cross_check_reason: str | None = None
+    instant_integral_j: float | None = None
+    instant_integral_rel: float | None = None
 
 
 @dataclass
@@ -100,8 +138,9 @@ class EnergyResult:
         simulated: True when any figure comes from the simulated device.
         gpu_energy_above_idle_j: sum over GPUs of energy above the idle baseline, J;
             None without a baseline.
-        cross_check_threshold: relative disagreement that sets
-            ``cross_check_disagreement``.
+        cross_check_threshold: excess over the edge allowance above which the meter
+            sets ``cross_check_disagreement`` (:data:`CROSS_CHECK_FLAG_REL` unless
+            given); validation applies the plan's thresholds.
         backend: ``nvml``, ``nvidia-smi`` or ``simulated``.
         jitter_s: seeded delay slept before the window started, s.
     """

@@ -11,7 +11,9 @@ each window's energy is computed:
 
 * **GPU, NVML (Volta and newer)**: the energy counter (mJ since driver load), edge
   corrected with instant power (:mod:`gcbench.energy.integrate`), and cross-checked
-  against the trapezoid of instant power over the same window.
+  against the 1-s average power integrated over the window shifted by its lag, with
+  an allowance for power steps at the edges (docs/measurement.md). The trapezoid of
+  instant power is recorded too, for information.
 * **GPU without the counter** (NVML_ERROR_NOT_SUPPORTED) or through **nvidia-smi**:
   trapezoid of instant power (``power.draw`` when ``power.draw.instant`` is missing),
   with the method recorded.
@@ -56,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from gcbench.energy import integrate
-from gcbench.energy.base import DeviceEnergy, EnergyResult
+from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL, DeviceEnergy, EnergyResult
 from gcbench.errors import MeasurementError
 
 IDLE_KEY = "__idle_baseline__"
@@ -148,9 +150,15 @@ def read_samples(path: Path) -> dict[str, DeviceSeries]:
 
 def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: float, *,
                       has_counter: bool = True, counter_reason: str | None = None,
-                      power_field: str | None = None, cross_check_threshold: float = 0.03
-                      ) -> tuple[DeviceEnergy, list[str]]:
+                      power_field: str | None = None, cross_check_threshold: float = CROSS_CHECK_FLAG_REL,
+                      cross_check_invalid: float = CROSS_CHECK_INVALID_REL) -> tuple[DeviceEnergy, list[str]]:
     """One GPU's energy over [start_s, end_s] from its samples.
+
+    Args:
+        cross_check_threshold, cross_check_invalid: flag and invalid thresholds of the
+            cross-check (:func:`gcbench.energy.integrate.cross_check_reference`); the
+            meter flags ``cross_check_disagreement`` above the first; validation
+            re-applies the plan's thresholds to the recorded figures.
 
     Returns:
         (DeviceEnergy, flags). ``energy_j`` is None only when no sample covers the window.
@@ -179,16 +187,23 @@ def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: f
         flags.append("samples_incomplete")
         return dev, flags
     integrated = integrate.power_integral_j(pt, pw, start_s, end_s)
-    dev.cross_check_j = integrated
     cw = integrate.counter_window_energy_j(ticks, pt, pw, start_s, end_s) if ticks and has_counter else None
     if cw is not None:
         dev.energy_j = cw.energy_j
         dev.method = "simulated" if simulated else "nvml-counter-edge-corrected"
         if cw.decreased:
             flags.append("counter_decreased")
-        rel, disagree = integrate.cross_check(cw.energy_j, integrated, cross_check_threshold)
-        dev.cross_check_rel = rel
-        if disagree:
+        if power_note is None:  # the instant trapezoid, for information
+            dev.instant_integral_j = integrated
+            dev.instant_integral_rel = integrate.cross_check(cw.energy_j, integrated)[0]
+        avg_ok = np.isfinite(series.power_w)
+        cc = integrate.cross_check_reference(cw.energy_j, series.t_s[avg_ok], series.power_w[avg_ok], start_s, end_s,
+                                             flag_rel=cross_check_threshold, invalid_rel=cross_check_invalid)
+        dev.cross_check_method = "average-power-lag"
+        dev.cross_check_j, dev.cross_check_rel = cc.reference_j, cc.rel
+        dev.cross_check_allowance_rel, dev.cross_check_excess_rel = cc.allowance_rel, cc.excess_rel
+        dev.cross_check_verdict, dev.cross_check_lag_s, dev.cross_check_reason = cc.verdict, cc.lag_s, cc.reason
+        if cc.verdict in ("flag", "invalid"):
             flags.append("cross_check_disagreement")
     else:
         dev.energy_j = integrated
@@ -228,8 +243,10 @@ class Meter:
         devices: host GPU indices (NVML numbering); [] means every visible GPU.
         samples_path: where samples.csv is streamed.
         seed: seeds the window start jitter.
-        cross_check_threshold: relative counter/power disagreement that flags a window
-            (``settings.cross_check_threshold`` is used instead when the settings have it).
+        cross_check_threshold: excess of the counter over the 1-s average reference,
+            beyond the edge allowance, that flags a window ``cross_check_disagreement``
+            (``settings.cross_check_threshold`` is used instead when the settings have
+            it); validation applies the plan's own thresholds to the recorded figures.
         env: environment to read ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` from
             (default ``os.environ``).
 
@@ -245,7 +262,7 @@ class Meter:
     """
 
     def __init__(self, settings, devices: list[int], samples_path: Path, seed: int, *,
-                 cross_check_threshold: float = 0.03, env: dict | None = None,
+                 cross_check_threshold: float = CROSS_CHECK_FLAG_REL, env: dict | None = None,
                  sim_idle_w: float = SIM_IDLE_W, sim_busy_w: float = SIM_BUSY_W):
         self.settings = settings
         self.devices = list(devices)
@@ -378,6 +395,7 @@ class Meter:
             "smi_roles": self._smi_roles, "nvidia_smi": getattr(self, "_nvidia_smi", None),
             "sim": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w},
             "trial_pid": os.getpid(), "process_check_s": PROCESS_CHECK_S,
+            "tail_s": integrate.reference_tail_s(s.sample_hz),
         }
         self.samples_path.parent.mkdir(parents=True, exist_ok=True)
         pkg_root = str(Path(__file__).resolve().parents[2])
@@ -473,7 +491,9 @@ class Meter:
             self._proc.wait()
 
     def stop(self, cross_check_threshold: float | None = None) -> dict[str, EnergyResult]:
-        """Stop sampling (after one more counter tick past the last edge) and compute
+        """Stop sampling (after one more counter tick past the last edge, and not before
+        power has been read for :func:`gcbench.energy.integrate.reference_tail_s` after
+        the last window's end, about 1.2 s at 20 Hz, for the cross-check) and compute
         every window. Safe to call twice (returns the same results) and after an
         exception. A window still open is closed now and flagged ``window_not_ended``.
 

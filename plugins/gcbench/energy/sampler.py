@@ -100,6 +100,11 @@ class Sampler:
         self.burst_changes = int(cfg.get("burst_changes", 2))
         self.burst_max_s = float(cfg.get("burst_max_s", 0.5))
         self.flush_dt = float(cfg.get("flush_s", 0.5))
+        # power is read this long after the last window's end: the cross-check's 1-s
+        # average reference needs reads up to end + lag + 0.5 s (integrate.reference_tail_s)
+        self.tail_s = float(cfg.get("tail_s", 0.0))
+        self.last_end: float | None = None
+        self.stop_not_before: float | None = None
         self.events = 0
         self.bursts: dict[int, dict] = {}
         self.last_energy: dict[int, float | None] = {}
@@ -173,6 +178,7 @@ class Sampler:
                 self.window_gen += 1
             else:
                 self.open_windows = max(0, self.open_windows - 1)
+                self.last_end = t
             self.process_due = self.check_processes
         elif parts[0] == "burst":
             self.start_burst()
@@ -180,6 +186,9 @@ class Sampler:
             self.start_burst()
             self.stopping = True
             self.stop_deadline = self.now() + self.burst_max_s + 0.1
+            if self.last_end is not None and self.tail_s > 0:
+                self.stop_not_before = self.last_end + self.tail_s
+                self.stop_deadline = max(self.stop_deadline, self.stop_not_before + 0.1)
 
     def start_burst(self) -> None:
         if self.backend == "nvidia-smi":
@@ -292,7 +301,7 @@ class Sampler:
                 wakes.append(next_rapl)
             if self.check_processes and (self.open_windows or self.process_due):
                 wakes.append(t if self.process_due else next_process)
-            if self.stopping and not self.bursts:
+            if self.stopping and not self.bursts and (self.stop_not_before is None or t >= self.stop_not_before):
                 break
             timeout = max(0.0, min(wakes) - t)
             fds = [x for x in (fd, smi_fd) if x is not None]

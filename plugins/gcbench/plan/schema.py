@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL
 from gcbench.spec import Amount, EnergySettings, Scalar
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -40,12 +41,27 @@ class _Strict(BaseModel):
 
 
 class Window(Amount):
-    """A warm-up or measurement window: ``{steps: N}`` or ``{seconds: S}``, exactly one."""
+    """A measurement window: ``{steps: N}`` or ``{seconds: S}``, exactly one."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Window":
+        if self.until_stable is not None:
+            raise ValueError("'until_stable' is for warmup only")
         if (self.steps is None) == (self.seconds is None):
             raise ValueError("give exactly one of 'steps' or 'seconds'")
+        return self
+
+
+class Warmup(Amount):
+    """A warm-up: ``{steps: N}``, ``{seconds: S}`` or ``{until_stable: {cv_max, steps,
+    max_seconds}}`` (:class:`gcbench.spec.StableWarmup`: until the step time settles,
+    with a cap), exactly one."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Warmup":
+        given = [k for k in ("steps", "seconds", "until_stable") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'steps', 'seconds' or 'until_stable'")
         return self
 
 
@@ -56,21 +72,69 @@ class ValidationSettings(_Strict):
         min_window_periods: the window must last at least this many sensor update
             periods (NVML updates every ~100 ms: 10 periods = 1 s).
         max_gap_periods: largest allowed gap between samples, in update periods.
-        cross_check_max_rel: largest allowed |counter - integrated power| / integrated.
+        cross_check_flag_rel: the GPU energy counter is checked against NVML's 1-s
+            average power integrated over the window shifted by its lag, with an
+            allowance for power steps at the window's edges (docs/measurement.md); a
+            relative difference beyond the allowance above this flags the trial.
+        cross_check_invalid_rel: ... and above this invalidates it. ``cross_check_max_rel``
+            is this setting's former name (when the check used instant power) and is
+            still read as it; giving both is an error.
         min_valid_repetitions: below this many valid repetitions a group is inconclusive.
         outlier_mad_k: a trial whose primary metric lies more than k scaled MADs from
             its group median is flagged as an outlier (kept, not dropped).
         power_limit_margin_rel: instant power above (1 + margin) x the GPU's maximum
             power limit invalidates the trial (a sensor fault or a wrong device mapping;
             short excursions above the limit are normal, hence the margin).
+        stability_min_steps: a window with fewer finished steps is not judged for
+            throughput stability (flagged as such); see gcbench.stability and
+            docs/measurement.md.
+        stability_drift_flag_ratio / stability_drift_invalid_ratio: one half of the
+            window running more than this many times faster than the other flags /
+            invalidates the trial.
+        stability_stall_flag_ratio: a segment (>= 0.5 s) of the window running more
+            than this many times slower than the median segment flags the trial.
+        stability_stall_invalid_rel: segments slower than the median losing more than
+            this share of the window invalidates it.
+        twin_max_ratio: in a group of exactly two valid repetitions, throughputs (steps
+            per second of the window) differing by more than this factor flag both and
+            make the group inconclusive (with two values nobody can tell which is
+            right; from three on, the MAD rule finds the outlier).
     """
 
     min_window_periods: float = Field(default=10.0, ge=0)
     max_gap_periods: float = Field(default=3.0, gt=0)
-    cross_check_max_rel: float = Field(default=0.03, gt=0, le=1)
+    cross_check_flag_rel: float = Field(default=CROSS_CHECK_FLAG_REL, gt=0, le=1)
+    cross_check_invalid_rel: float = Field(default=CROSS_CHECK_INVALID_REL, gt=0, le=1)
     min_valid_repetitions: int = Field(default=2, ge=1)
     outlier_mad_k: float = Field(default=3.5, gt=0)
     power_limit_margin_rel: float = Field(default=0.25, ge=0, le=10)
+    stability_min_steps: int = Field(default=4, ge=2)
+    stability_drift_flag_ratio: float = Field(default=1.5, gt=1)
+    stability_drift_invalid_ratio: float = Field(default=4.0, gt=1)
+    stability_stall_flag_ratio: float = Field(default=3.0, gt=1)
+    stability_stall_invalid_rel: float = Field(default=0.5, gt=0, le=1)
+    twin_max_ratio: float = Field(default=2.0, gt=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_cross_check_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "cross_check_max_rel" in data:
+            if "cross_check_invalid_rel" in data:
+                raise ValueError("give cross_check_invalid_rel only: cross_check_max_rel is its former name")
+            data = dict(data)
+            data["cross_check_invalid_rel"] = data.pop("cross_check_max_rel")
+            if "cross_check_flag_rel" not in data and isinstance(data["cross_check_invalid_rel"], (int, float)):
+                data["cross_check_flag_rel"] = min(CROSS_CHECK_FLAG_REL, data["cross_check_invalid_rel"])
+        return data
+
+    @model_validator(mode="after")
+    def _flag_below_invalid(self) -> "ValidationSettings":
+        for flag, invalid in (("cross_check_flag_rel", "cross_check_invalid_rel"),
+                              ("stability_drift_flag_ratio", "stability_drift_invalid_ratio")):
+            if getattr(self, flag) > getattr(self, invalid):
+                raise ValueError(f"{flag} ({getattr(self, flag):g}) must not exceed {invalid} "
+                                 f"({getattr(self, invalid):g})")
+        return self
 
 
 class CarbonSettings(_Strict):
@@ -144,7 +208,7 @@ class WorkloadEntry(_Strict):
     matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
     repetitions: int | None = Field(default=None, ge=1, le=1000)
-    warmup: Window | None = None
+    warmup: Warmup | None = None
     window: Window | None = None
 
     @field_validator("matrix")
@@ -206,7 +270,7 @@ class Plan(_Strict):
     repetitions: int = Field(default=3, ge=1, le=1000)
     seed: int = 0
     order: Literal["randomized", "sequential"] = "randomized"
-    warmup: Window = Window(steps=0)
+    warmup: Warmup = Warmup(steps=0)
     window: Window = Window(steps=10)
     trial_timeout_s: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     energy: EnergySettings = EnergySettings()

@@ -7,8 +7,10 @@ Rules applied here (and stated in the report):
   trials are listed with their reasons, failed and skipped trials with their error,
   unvalidated trials (``valid`` None) as such; none of them enters a statistic.
 * A group (variant) with fewer valid repetitions than the plan's
-  ``validation.min_valid_repetitions`` (default 2) is *inconclusive*: its figures are
-  shown, marked, and it takes part in no test.
+  ``validation.min_valid_repetitions`` (default 2), or whose two valid repetitions
+  validation found too far apart in throughput (``validation.twin_max_ratio``, flag
+  ``twins disagree``), is *inconclusive*: its figures are shown, marked, and it takes
+  part in no test.
 * Comparisons are made inside one workload between variants that differ in exactly one
   factor, each non-baseline level against the baseline level. The baseline is the
   plan's ``report.baseline[factor]`` when given, else the highest value of a power-cap
@@ -40,6 +42,7 @@ from gcbench.report.metrics import (
     kind_compared,
     kind_metrics,
 )
+from gcbench.stability import TWIN_FLAG
 from gcbench.units import J_PER_KWH
 
 DEFAULT_INTENSITY = 0.20
@@ -210,7 +213,9 @@ class Group:
         workload, kind, variant: as in the trials frame.
         factors: the variant's factor values.
         n_trials, n_ok, n_failed, n_skipped, n_valid, n_invalid, n_unvalidated: counts.
-        inconclusive: n_valid < min_valid_repetitions.
+        inconclusive: n_valid < min_valid_repetitions, or validation found its two
+            valid repetitions' throughputs too far apart (the twin rule).
+        inconclusive_reason: why, in words (None when conclusive).
         simulated: any trial of the group is simulated.
         summaries: metric -> :class:`gcbench.stats.GroupSummary` (valid trials only).
         co2e_band: (median CO2e at band low, at band high), kgCO2e, or None.
@@ -231,6 +236,7 @@ class Group:
     simulated: bool
     summaries: dict[str, stats.GroupSummary] = field(default_factory=dict)
     co2e_band: tuple[float, float] | None = None
+    inconclusive_reason: str | None = None
 
     @property
     def label(self) -> str:
@@ -261,6 +267,8 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
             used = gdf[gdf["used"]]
             ok = gdf["status"] == "ok"
             n_valid = int(len(used))
+            twins = next((f for flags in used["flags"] for f in flags if str(f).startswith(TWIN_FLAG)), None)
+            few = n_valid < settings.min_valid_repetitions
             g = Group(
                 workload=str(workload), kind=kind, variant=str(variant),
                 factors=dict(gdf["factors"].iloc[0]),
@@ -270,8 +278,10 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
                 n_valid=n_valid,
                 n_invalid=int((ok & gdf["valid"].map(lambda v: v is False)).sum()),
                 n_unvalidated=int((ok & gdf["valid"].map(lambda v: v is None)).sum()),
-                inconclusive=n_valid < settings.min_valid_repetitions,
+                inconclusive=few or twins is not None,
                 simulated=bool(gdf["simulated"].any()),
+                inconclusive_reason=(f"{n_valid} valid repetitions; at least {settings.min_valid_repetitions} needed"
+                                     if few else twins.split(": ", 1)[-1] if twins else None),
             )
             for m in metrics:
                 g.summaries[m] = stats.summarize(
@@ -413,9 +423,14 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
     adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
     for i, res in zip(family, adjusted):
         rows[i].result = res
+    by_variant = {(g.workload, g.variant): g for g in groups}
     for r in rows:
         if r.inconclusive:
-            note = "inconclusive: too few valid repetitions; not tested"
+            sides = [by_variant.get((r.workload, v)) for v in (r.result.treatment, r.result.baseline)]
+            twins = [g for g in sides if g is not None and g.inconclusive and
+                     g.n_valid >= settings.min_valid_repetitions]
+            note = ("inconclusive: the two repetitions of " + " and of ".join(g.variant for g in twins) +
+                    " disagree; not tested") if twins else "inconclusive: too few valid repetitions; not tested"
             r.result.note = note if not r.result.note else f"{note}; {r.result.note}"
         r.headline = headline(r, groups_by_variant={(g.workload, g.variant): g for g in groups},
                               settings=settings)
@@ -468,6 +483,10 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
         need = settings.min_valid_repetitions
         nt = tg.n_valid if tg else c.n_treatment
         nb = bg.n_valid if bg else c.n_baseline
+        if nt >= need and nb >= need:
+            apart = [g.variant for g in (tg, bg) if g is not None and g.inconclusive]
+            return (f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive (the two "
+                    f"repetitions of {' and of '.join(apart)} ran too far apart in throughput).")
         return (f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive "
                 f"({nt} and {nb} valid repetitions; at least {need} needed).")
     if c.pct_change is None:
@@ -676,6 +695,66 @@ def simulated_model(df: pd.DataFrame) -> dict | None:
     return out
 
 
+CROSS_CHECK_PREFIXES = ("energy counter and 1-s average power differ",
+                        "counter and integrated power disagree")
+"""How the validation's cross-check sentences begin after ``gpuN: `` (gcbench.validate)."""
+
+
+def _plan_validation(plan: dict | None):
+    """The plan's ValidationSettings (defaults where the plan or its section is missing
+    or no longer parses)."""
+    from gcbench.plan.schema import ValidationSettings
+
+    try:
+        return ValidationSettings.model_validate((plan or {}).get("validation") or {})
+    except ValueError:
+        return ValidationSettings()
+
+
+def cross_check_statement(df: pd.DataFrame, plan: dict | None) -> str:
+    """The cross-check rule with the thresholds this run used, and its outcome."""
+    from gcbench.energy.integrate import AVERAGE_POWER_LAG_S, EDGE_ALLOWANCE_S
+
+    v = _plan_validation(plan)
+
+    def hits(col: str) -> int:
+        return int(sum(any(str(x).split(": ", 1)[-1].startswith(CROSS_CHECK_PREFIXES) for x in items)
+                       for items in df[col]))
+    checked = int(df["gpu_method"].map(lambda m: bool(m) and ("counter" in str(m) or m == "simulated")).sum())
+    return (f"Each window's GPU energy from the NVML energy counter is checked against a reference from "
+            f"another reading of the same sensor: the 1-s average power, integrated over the window shifted "
+            f"by its lag of {AVERAGE_POWER_LAG_S:g} s (measured on an H200). A 1-s average cannot place a "
+            f"power step more finely than its second, so {EDGE_ALLOWANCE_S:g} s x the power step measured at "
+            f"each edge is allowed on top. A difference beyond that allowance above "
+            f"{v.cross_check_flag_rel * 100:g} % flags the trial, above {v.cross_check_invalid_rel * 100:g} % "
+            f"invalidates it (the plan's validation.cross_check_flag_rel and cross_check_invalid_rel). "
+            f"Instant power is not the reference: it refreshes every ~100 ms and misses shorter bursts "
+            f"(-10 % on a bursty H200 load); its integral is kept in result.json for information. "
+            f"This run: {checked} trials with a counter (or the simulated device's model counter), "
+            f"{hits('flags')} flagged and {hits('reasons')} invalid by this rule. See docs/measurement.md.")
+
+
+def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
+    """The throughput-stability rules with the thresholds this run used, and their outcome."""
+    from gcbench.stability import SEGMENT_MIN_S
+
+    v = _plan_validation(plan)
+
+    def count(col: str, prefix: str) -> int:
+        return int(sum(any(str(x).startswith(prefix) for x in items) for items in df[col]))
+    return (f"Each trial records its progress inside the measured window (steps finished and when). The window "
+            f"is cut into equal segments of at least {SEGMENT_MIN_S:g} s: it is flagged when one half ran more "
+            f"than {v.stability_drift_flag_ratio:g}x faster than the other or a segment ran more than "
+            f"{v.stability_stall_flag_ratio:g}x slower than the median segment, and invalid when the halves are "
+            f"more than {v.stability_drift_invalid_ratio:g}x apart or slow segments lost more than "
+            f"{v.stability_stall_invalid_rel * 100:g} % of the window; with fewer than {v.stability_min_steps} "
+            f"steps it is flagged as not judged. In a group of two valid repetitions, throughputs more than "
+            f"{v.twin_max_ratio:g}x apart flag both and make the group inconclusive (from three repetitions on, "
+            f"the MAD rule flags outliers). This run: {count('flags', 'unstable window')} trials flagged and "
+            f"{count('reasons', 'unstable window')} invalid as unstable, {count('flags', 'throughput stability not')} "
+            f"not judged, {count('flags', TWIN_FLAG)} in groups whose twins disagree.")
+
+
 @dataclass
 class Measurement:
     """The "How this was measured" section.
@@ -695,6 +774,8 @@ class Measurement:
         edge_correction: whether edge correction applied, in words.
         simulated_model: the simulated device's model (idle_w, busy_w, tick_s,
             recorded), or None when no trial is simulated.
+        cross_check: the counter cross-check's rule, thresholds and outcome, in words.
+        stability: the throughput-stability rules, thresholds and outcome, in words.
     """
 
     methods: list[dict]
@@ -708,6 +789,8 @@ class Measurement:
     configured_hz: float | None = None
     edge_correction: str = ""
     simulated_model: dict | None = None
+    cross_check: str = ""
+    stability: str = ""
 
 
 def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
@@ -786,6 +869,8 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
         edge_correction=edge_correction_statement(
             [m or "unavailable" for m in ok["gpu_method"]]),
         simulated_model=simulated_model(df),
+        cross_check=cross_check_statement(df, data.plan),
+        stability=stability_statement(df, data.plan),
     )
 
 

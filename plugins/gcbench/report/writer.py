@@ -46,7 +46,7 @@ SENSOR_FACTS = [
     "updates about every 100 ms; read only at the window edges it leaves up to "
     "100 ms x power of error per edge, hence the edge correction.",
     "On A100/H100 the power sensor averages only part of each 100 ms period, so GC-Bench "
-    "relies on the energy counter, long windows and a cross-check against integrated power.",
+    "relies on the energy counter, long windows and a cross-check against the 1-s average power.",
     "RAPL counters wrap at max_energy_range_uj and are root-only; unreadable CPU energy is "
     "reported as unknown, never as 0.",
 ]
@@ -205,7 +205,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         invalid=invalid, failed=failed, unvalidated=unvalidated,
         methods=m.methods, probes=probes, counts=m.counts, reasons=m.reasons, flags=m.flags,
         energy_basis=m.energy_basis, sensor_facts=SENSOR_FACTS,
-        edge_correction=m.edge_correction, sim_model=sim_model,
+        edge_correction=m.edge_correction, cross_check=m.cross_check, stability=m.stability, sim_model=sim_model,
         example_trial=m.example_trial or "",
         configured_hz=fmt_num(m.configured_hz, 3) if m.configured_hz else "unknown",
         conf=conf, n_resamples=f"{s.n_resamples:,}", alpha=s.alpha,

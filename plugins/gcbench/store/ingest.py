@@ -1,7 +1,8 @@
 """Loading trial outputs into PostgreSQL (the ``collect`` task).
 
 One transaction per trial: the trial row, its samples (COPY, streamed from
-``samples.csv`` with bounded memory) and its metrics. Collecting is idempotent: a
+``samples.csv`` with bounded memory), its metrics and the progress points of its
+windows (``progress`` table, :func:`progress_rows`). Collecting is idempotent: a
 trial already stored for the DAG run with the same result is left alone, and a
 stored failed trial is replaced by a newer attempt's result. Concurrent collectors
 of one DAG run serialize per trial on an advisory lock.
@@ -100,7 +101,7 @@ def metric_unit(name: str) -> str | None:
     """The unit of a metric from its name (``gpu_energy_j`` -> ``J``)."""
     table = [
         ("j_per_token", "J/token"), ("j_per_gb", "J/GB"), ("gb_per_s", "GB/s"), ("tokens_per_s", "tokens/s"),
-        ("samples_per_s", "samples/s"), ("_kwh", "kWh"), ("co2e_kg", "kgCO2e"), ("_j", "J"), ("_w", "W"),
+        ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"), ("_kwh", "kWh"), ("co2e_kg", "kgCO2e"), ("_j", "J"), ("_w", "W"),
         ("_s", "s"), ("_c", "degC"), ("_mhz", "MHz"), ("bytes", "B"), ("size_bytes", "B"), ("tokens", "tokens"),
         ("_rel", "1"), ("accuracy", "1"),
     ]
@@ -519,6 +520,35 @@ def runner_exit_code(outdir: Path) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) and -(1 << 31) <= code < (1 << 31) else None
 
 
+def progress_rows(trial_pk: int, result: dict | None) -> list[tuple[int, str, float, int]]:
+    """Rows of the ``progress`` table from result.json's ``progress`` section.
+
+    ``{window key: {"points": [[t_s, steps], ...]}}``; points that are not a finite
+    time with a whole, non-negative, increasing step count are left out (a malformed
+    section costs its points, never the trial).
+    """
+    rows: list[tuple[int, str, float, int]] = []
+    progress = (result or {}).get("progress")
+    if not isinstance(progress, dict):
+        return rows
+    for key, prog in progress.items():
+        points = prog.get("points") if isinstance(prog, dict) else None
+        if not isinstance(key, str) or not isinstance(points, list):
+            continue
+        last = -1
+        for p in points:
+            if not (isinstance(p, list) and len(p) == 2):
+                continue
+            t, n = p
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+                continue
+            if isinstance(n, bool) or not isinstance(n, int) or not last < n < (1 << 63):
+                continue
+            rows.append((trial_pk, key, float(t), n))
+            last = n
+    return rows
+
+
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
     """kgCO2e = kWh x intensity (kgCO2e/kWh), with the low and high ends of the band."""
     kwh = metrics.get("energy_kwh")
@@ -705,6 +735,7 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
                         f"WHERE id = %(id)s", {**values, "id": trial_pk})
             cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
             cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
+            cur.execute("DELETE FROM progress WHERE trial_pk = %s", (trial_pk,))
         n_samples = dropped = 0
         if samples_path.exists() and refused is None:
             try:
@@ -721,6 +752,10 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
         if rows:
             psycopg2.extras.execute_values(
                 cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
+        progress = progress_rows(trial_pk, result)
+        if progress:
+            psycopg2.extras.execute_values(
+                cur, "INSERT INTO progress (trial_pk, window_key, t_s, steps) VALUES %s", progress, page_size=1000)
         cur.execute("UPDATE trials SET samples_count = %s, samples_dropped = %s, ingest_notes = %s::jsonb "
                     "WHERE id = %s", (n_samples, dropped, json.dumps(notes.as_list()), trial_pk))
     conn.commit()

@@ -98,6 +98,19 @@ def samples_frame(conn, dag_run_pk: int, trial_id: str):
     return df
 
 
+def progress_frame(conn, dag_run_pk: int, trial_id: str):
+    """Progress points of one trial of a run: columns window_key, t_s, steps (ordered)."""
+    import pandas as pd
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT p.window_key, p.t_s, p.steps FROM progress p JOIN trials t ON t.id = p.trial_pk "
+            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY p.window_key, p.steps", (dag_run_pk, trial_id))
+        rows = cur.fetchall()
+    conn.commit()
+    return pd.DataFrame(rows, columns=["window_key", "t_s", "steps"])
+
+
 def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
     """``{window key: {start_s, end_s}}`` of one trial."""
     with conn.cursor() as cur:

@@ -164,7 +164,7 @@ def train(
     import torch.nn.functional as F
 
     from gcbench.workloads import cifar
-    from gcbench.workloads._loop import seed_everything
+    from gcbench.workloads._loop import progress_marker, seed_everything
     from gcbench.workloads.resnet import count_parameters, resnet50
 
     seed_everything(seed)
@@ -247,8 +247,11 @@ def train(
     barrier()
     with phase("main"):
         barrier()  # every rank starts once the window is open
+        mark = progress_marker()  # None in a DDP worker: its window is opened by the trial process
         for s in range(steps):
             step(s)
+            if mark is not None:
+                mark(1)
         sync()
         barrier()  # the window closes after the slowest rank
     stats = torch.stack([loss_sum, last_loss])
@@ -304,7 +307,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
 
     cfg = settings(spec, DEFAULTS)
     check_settings(cfg)
-    if spec.warmup.seconds is not None:
+    if spec.warmup.seconds is not None or spec.warmup.until_stable is not None:
         raise ValueError("resnet_cifar warm-up must be given in steps")
     warmup_steps = spec.warmup.steps or 0
     folder = data_folder(cfg, Path(ctx.outdir), spec.seed)

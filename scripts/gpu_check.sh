@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The GPU check on a bare lent GPU machine (make gpu-check; docs/measurement.md, "GPU check").
+#
+# Uses the machine's own python3 (torch with CUDA, numpy, nvidia-ml-py, PyYAML); pydantic
+# and its needs, which such a machine lacks, are installed from the wheels in .whl/
+# (made beforehand where PyPI is reachable: make gpu-wheels) into a folder of their own.
+# No virtual environment, Airflow or PostgreSQL is needed.
+#
+# Usage: scripts/gpu_check.sh [RESULTS_DIR]           the check (default docs/gpu-results; on the device: $OUT)
+#        scripts/gpu_check.sh RESULTS_DIR studies   short versions of both studies instead (under 5 minutes)
+# Environment: GPU_PYTHON (python3), WHEELHOUSE (.whl), GPU_SITE (/tmp/gcbench-gpu-site),
+#              GPU_CHECK_TIMEOUT_S (450: the check must end inside one 8-minute device call).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${GPU_PYTHON:-python3}
+wheels=${WHEELHOUSE:-.whl}
+site=${GPU_SITE:-/tmp/gcbench-gpu-site}
+out=${1:-docs/gpu-results}
+if ! "$py" -c 'import pydantic' 2>/dev/null; then
+    if compgen -G "$wheels/*.whl" >/dev/null; then
+        "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl
+    else
+        echo "gpu-check: FAILED: $py has no pydantic and $wheels/ holds no wheels; run 'make gpu-wheels' where PyPI" \
+             "is reachable and carry $wheels to this machine" >&2
+        exit 2
+    fi
+fi
+export PYTHONPATH="$site:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+if [ "${2:-}" = studies ]; then
+    # trial folders stay in .gcbench/gpu-studies; only the summary goes to RESULTS_DIR
+    timeout "${GPU_CHECK_TIMEOUT_S:-450}" "$py" scripts/gpu_check_studies.py --out .gcbench/gpu-studies
+    mkdir -p "$out" && cp .gcbench/gpu-studies/summary.json "$out/gpu-studies-summary.json"
+    exit 0
+fi
+exec timeout "${GPU_CHECK_TIMEOUT_S:-450}" "$py" scripts/gpu_check.py --out-dir "$out"
