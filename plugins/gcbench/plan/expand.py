@@ -129,7 +129,9 @@ def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, chec
     for key, value in settings.items():
         problem = _type_problem(value, defaults.get(key))
         if problem:
-            return key, f"{problem}, got {value!r}"
+            from gcbench.plan.loader import yaml11_hint
+
+            return key, f"{problem}, got {value!r}{yaml11_hint(value)}"
     if checker is not None:
         try:
             checker({**defaults, **settings})
