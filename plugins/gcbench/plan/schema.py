@@ -182,7 +182,9 @@ class Plan(_Strict):
 
     Attributes:
         name: plan name; the DAG id is ``gcbench__<name>``.
-        schedule: cron expression or preset (``@daily``), or None for manual runs.
+        schedule: cron expression or preset (``@daily``), or None for manual runs; checked
+            with Airflow's own timetable (:mod:`gcbench.plan.schedule`): it must fire, and
+            still fire years from now.
         runner: ``local`` (subprocess) or ``docker`` (DockerOperator).
         image: trial container image for the docker runner.
         devices: host GPU indices the plan may use.
@@ -219,17 +221,10 @@ class Plan(_Strict):
 
     @field_validator("schedule")
     @classmethod
-    def _cron(cls, schedule: str | None) -> str | None:
-        if schedule is None or schedule.startswith("@"):
-            presets = {None, "@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly"}
-            if schedule not in presets:
-                raise ValueError(f"unknown schedule preset {schedule!r}")
-            return schedule
-        from croniter import croniter
+    def _schedule_fires(cls, schedule: str | None) -> str | None:
+        from gcbench.plan.schedule import check_schedule
 
-        if not croniter.is_valid(schedule):
-            raise ValueError(f"{schedule!r} is not a valid cron expression")
-        return schedule
+        return check_schedule(schedule)
 
     @field_validator("devices")
     @classmethod
