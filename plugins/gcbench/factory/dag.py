@@ -248,15 +248,20 @@ def external_tokenizers(plan: Plan) -> list[str]:
 
 
 def dag_params(plan: Plan) -> dict[str, Any]:
-    """The trigger form: repetitions, variants, runner."""
+    """The trigger form (and what a REST API ``conf`` is validated against): repetitions,
+    variants, runner. Schemas from :func:`gcbench.plan.params.param_schemas`; whatever
+    reaches ``expand_trials`` is checked again by :func:`gcbench.plan.params.run_params`."""
     from airflow.sdk import Param
 
+    from gcbench.plan.params import param_schemas
+
+    schemas = param_schemas(plan)
     return {
-        "repetitions": Param(None, type=["null", "integer"], minimum=1, maximum=1000, title="Repetitions",
+        "repetitions": Param(None, **schemas["repetitions"], title="Repetitions",
                              description=f"Repetitions per variant; empty: the plan's ({plan.repetitions})."),
-        "variants": Param([], type="array", items={"type": "string"}, examples=variants(plan), title="Variants",
+        "variants": Param([], **schemas["variants"], title="Variants",
                           description="Run only these variants; empty: all of them."),
-        "runner": Param(plan.runner, type="string", enum=["local", "docker"], title="Runner",
+        "runner": Param(plan.runner, **schemas["runner"], title="Runner",
                         description="local: a subprocess per trial; docker: a container per trial (DockerOperator)."),
     }
 
@@ -305,13 +310,15 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             from gcbench import config
             from gcbench.factory.local import write_spec
             from gcbench.plan.expand import expand
+            from gcbench.plan.params import run_params_from_conf
             from gcbench.store import db, ingest
 
             ctx = get_current_context()
             params = ctx["params"]
             run_id = ctx["run_id"]
             logical_date = ctx.get("logical_date")
-            specs = expand(plan, repetitions=params.get("repetitions"), only_variants=params.get("variants") or None)
+            run = run_params_from_conf(plan, params)  # the trigger's checks again: one line, whatever got here
+            specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
             with db.connection() as conn:
                 ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None,
                                     dict(params))

@@ -34,6 +34,9 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 WORKLOAD_KINDS = ("noop", "tinylm", "h2d", "resnet_cifar")
 
+MAX_REPETITIONS = 1000
+"""Most repetitions per variant, in a plan and in a run's parameters."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -143,7 +146,7 @@ class WorkloadEntry(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
-    repetitions: int | None = Field(default=None, ge=1, le=1000)
+    repetitions: int | None = Field(default=None, ge=1, le=MAX_REPETITIONS)
     warmup: Window | None = None
     window: Window | None = None
 
@@ -205,7 +208,7 @@ class Plan(_Strict):
     runner: Literal["local", "docker"] = "local"
     image: str = "gcbench/trial:latest"
     devices: list[int] = Field(default_factory=lambda: [0])
-    repetitions: int = Field(default=3, ge=1, le=1000)
+    repetitions: int = Field(default=3, ge=1, le=MAX_REPETITIONS)
     seed: int = 0
     order: Literal["randomized", "sequential"] = "randomized"
     warmup: Window = Window(steps=0)
