@@ -18,6 +18,13 @@ A plan is one YAML file under ``plans/``; it says what to compare. Example::
         exclude: [{batch_size: 8, path: external-go}]
 
 Every model forbids unknown keys, so a typo is an error that names its field.
+
+Plans are YAML 1.2 (:mod:`gcbench.plan.loader`): ``yes``/``no``/``on``/``off`` are text,
+``0777`` is refused as ambiguous; anchors, aliases and merge keys (``<<: *common``)
+work, and top-level ``x-`` keys are ignored, so shared settings can live in
+``x-common: &common``. Values that become Airflow identifiers (the plan name, host
+names, GPU sets, queues) are checked against Airflow's rules at load time, and a
+``schedule`` with Airflow's own timetable (:mod:`gcbench.plan.schedule`).
 """
 
 from __future__ import annotations
@@ -174,7 +181,12 @@ class WorkloadEntry(_Strict):
 
 
 class HostSettings(_Strict):
-    """A GPU host of a multi-host deployment (CeleryExecutor): its queue and GPUs."""
+    """A GPU host of a multi-host deployment (CeleryExecutor): its queue and GPUs.
+
+    The host's name (its key under ``hosts:``) becomes part of Airflow task ids and
+    pool names: ASCII letters, digits, ``_ . -`` only (checked by
+    :func:`gcbench.factory.dag.check_airflow_identifiers`).
+    """
 
     queue: str = Field(pattern=NAME_PATTERN)
     devices: list[int] = Field(default_factory=lambda: [0])
