@@ -254,3 +254,11 @@ def test_yaml_1_1_boolean_where_a_boolean_is_expected_is_refused_with_a_hint():
 def test_yaml_1_2_keys_yes_and_on_are_text_keys(tmp_path):
     err = error_of(GOOD + "on: push\n", tmp_path)
     assert (err.line, err.field, err.message) == (11, "on", "unknown field")
+
+
+@pytest.mark.parametrize("number,message", [("0" + "1" * 5000, "is a number with a leading zero"),
+                                            ("1" * 5000, "an integer of 5000 characters is too long")])
+def test_numbers_too_long_for_python_are_plan_errors(number, message):
+    with pytest.raises(PlanError) as info:
+        plan_from_text(f"name: p\nseed: {number}\nworkloads: [{{name: w, kind: noop}}]\n", "long.yaml")
+    assert info.value.line == 2 and message in info.value.message and len(str(info.value)) < 200

@@ -105,9 +105,10 @@ def _construct_int(loader: PlanLoader, node: yaml.ScalarNode) -> int:
             return int(text[2:], 8)
         if re.fullmatch(r"0x[0-9a-fA-F]+", text):
             return int(text[2:], 16)
-    except ValueError:  # more digits than Python converts
-        pass
-    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark)
+    except ValueError:  # more digits than Python converts (4300)
+        raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(text)} characters is too long",
+                                                node.start_mark) from None
+    raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 integer", node.start_mark)
 
 
 def _construct_float(loader: PlanLoader, node: yaml.ScalarNode) -> float:
@@ -160,6 +161,8 @@ def _ambiguous_number(node: yaml.ScalarNode) -> str | None:
     if node.style is not None or node.tag != _TAG + "int" or not re.fullmatch(r"[-+]?0[0-9]+", node.value):
         return None
     text = node.value
+    if len(text) > 40:  # no number of this length is meant; keep the message short
+        return f"{text[:20]}... is a number with a leading zero, which YAML 1.1 and 1.2 read differently: quote it"
     digits = text.lstrip("+-")
     sign = "-" if text.startswith("-") else ""
     as_12 = int(text, 10)
