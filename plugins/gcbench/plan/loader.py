@@ -60,6 +60,7 @@ def format_path(path: PathKey) -> str:
             out += f".{part}" if out else str(part)
     return out
 
+
 _TAG = "tag:yaml.org,2002:"
 MERGE_TAG = _TAG + "merge"
 EXTENSION_PREFIX = "x-"
@@ -124,9 +125,6 @@ def _construct_float(loader: PlanLoader, node: yaml.ScalarNode) -> float:
 PlanLoader.add_constructor(_TAG + "int", _construct_int)
 PlanLoader.add_constructor(_TAG + "float", _construct_float)
 
-_YAML11 = yaml.SafeLoader("")  # only its resolver and scalar constructors are used
-
-
 def yaml11_reading(text: str) -> Any:
     """What YAML 1.1 (PyYAML's SafeLoader) would make of ``text`` written unquoted, when
     that is a boolean or a number; None otherwise (also for text it cannot have come from).
@@ -135,11 +133,12 @@ def yaml11_reading(text: str) -> Any:
     """
     if not isinstance(text, str) or not 0 < len(text) <= 64:
         return None
-    tag = _YAML11.resolve(yaml.ScalarNode, text, (True, False))
+    yaml11 = yaml.SafeLoader("")  # only its resolver and scalar constructors are used
+    tag = yaml11.resolve(yaml.ScalarNode, text, (True, False))
     if tag not in (_TAG + "bool", _TAG + "int", _TAG + "float"):
         return None
     try:
-        value = _YAML11.construct_object(yaml.ScalarNode(tag, text))
+        value = yaml11.construct_object(yaml.ScalarNode(tag, text))
     except (ValueError, yaml.YAMLError):
         return None
     return None if isinstance(value, float) and not math.isfinite(value) else value
