@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -42,3 +44,69 @@ def test_expand_json_lists_every_trial():
 def test_piped_expand_keeps_ids_and_variants_whole():
     proc = gcbench("plan", "expand", str(REPO / "plans" / "regime.yaml"))
     assert "tinylm[mode=infer,path=external-rust]" in proc.stdout and "…" not in proc.stdout
+
+
+def gcbench_in(home: Path, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "GCBENCH_HOME": str(home), "GCBENCH_DATABASE_URL": "postgresql://127.0.0.1:1/unreachable"}
+    script = Path(sys.executable).with_name("gcbench")  # the installed command, as a user types it
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+SMOKE_VARIANTS = ("noop, h2d[memory=pinned], h2d[memory=pageable], tinylm-infer[path=torch], "
+                  "tinylm-infer[path=external-go], tinylm-infer[path=external-rust], tinylm-train, resnet")
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--repetitions", "0"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"),
+    (["--repetitions", "-1"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got -1"),
+    (["--repetitions", "1001"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), "
+                                "got 1001"),
+    (["--repetitions", "2.5"], "error: Invalid value for '--repetitions': Input should be a valid integer, "
+                               "unable to parse string as an integer (gcbench run --help)"),
+    (["--variant", "noop", "--variant", "tinylm-infer[path=troch]"],
+     "error: --variant: unknown variant 'tinylm-infer[path=troch]' (did you mean 'tinylm-infer[path=torch]'?); "
+     f"plan 'smoke' has: {SMOKE_VARIANTS}"),
+    (["--runner", "dockr"], "error: Invalid value for '--runner': 'dockr' is not one of 'local', 'docker' "
+                            "(gcbench run --help)"),
+])
+def test_run_argument_errors_exit_2_with_one_line_before_any_dag_runs(tmp_path, args, line):
+    proc = gcbench_in(tmp_path / "home", "run", str(REPO / "plans" / "smoke.yaml"), *args)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [line] and proc.stdout == ""
+    assert not (tmp_path / "home" / "logs").exists() and not (tmp_path / "home" / "runs").exists()
+
+
+def test_plan_expand_repetitions_are_checked_the_same_way(tmp_path):
+    proc = gcbench_in(tmp_path / "home", "plan", "expand", str(REPO / "plans" / "smoke.yaml"), "--repetitions", "0")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"]
+
+
+def test_report_finds_a_run_by_its_id_its_folder_name_or_its_folder(pg_url, tmp_path):
+    from gcbench import config
+    from gcbench.cli import find_run
+    from gcbench.errors import StoreError
+    from gcbench.plan import load_plan, plan_from_text
+    from gcbench.store import db, ingest
+
+    smoke = load_plan(REPO / "plans" / "smoke.yaml")
+    other = plan_from_text("name: other\nworkloads: [{name: w, kind: noop}]\n")
+    run_id = "manual__2026-11-29T23:31:50.116326+00:00"
+    with db.connection(pg_url) as conn:
+        ingest.register_run(conn, smoke, smoke.dag_id, run_id, None)
+        ingest.register_run(conn, smoke, smoke.dag_id, "scheduled__2026-11-30T02:00:00+00:00", None)
+        ingest.register_run(conn, other, other.dag_id, "manual__shared", None)
+        ingest.register_run(conn, smoke, smoke.dag_id, "manual__shared", None)
+        folder = config.run_key(run_id)
+        assert folder == "manual__2026-11-29T23_31_50.116326_00_00"
+        for given in (run_id, folder, f"reports/smoke/{folder}", f"/abs/reports/smoke/{folder}/"):
+            plan_name, found, plan_json = find_run(conn, given)
+            assert (plan_name, found, plan_json["name"]) == ("smoke", run_id, "smoke"), given
+        with pytest.raises(StoreError, match=r"^no stored run 'manual__2026-11-29T23_31_50' of plan 'smoke'$"):
+            find_run(conn, "manual__2026-11-29T23_31_50", "smoke")
+        with pytest.raises(StoreError, match=r"exists for several plans \(other, smoke\); give --plan"):
+            find_run(conn, "manual__shared")
+        assert find_run(conn, "manual__shared", "other")[:2] == ("other", "manual__shared")

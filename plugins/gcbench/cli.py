@@ -16,6 +16,10 @@ import typer
 
 from gcbench.errors import GCBenchError, StoreError
 
+CLI_PARAM_NAMES = {"repetitions": "--repetitions", "variants": "--variant", "runner": "--runner"}
+"""How errors of :func:`gcbench.plan.params.run_params` name the run parameters' flags."""
+
+
 class Runner(str, Enum):
     """Where trials run."""
 
@@ -52,8 +56,11 @@ def plan_expand(
     """List the trials a plan expands to (schedule order), as a table or JSON."""
     from gcbench.plan import expand, load_plan
 
+    from gcbench.plan.params import run_params
+
     plan = load_plan(file)
-    specs = expand(plan, repetitions=repetitions)
+    checked = run_params(plan, repetitions=repetitions, names=CLI_PARAM_NAMES)
+    specs = expand(plan, repetitions=checked.repetitions)
     if as_json:
         typer.echo(json.dumps([s.model_dump(mode="json") for s in specs], indent=2))
         return
@@ -80,18 +87,62 @@ def run_plan(
     repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
     variant: Optional[list[str]] = typer.Option(None, help="Run only this variant (repeatable)."),
 ) -> None:
-    """Run a plan's DAG in-process (Airflow dag.test()) and print the report's path."""
+    """Run a plan's DAG in-process (Airflow dag.test()) and print the report's path.
+
+    The flags are checked as a trigger's parameters are (gcbench.plan.params), before
+    any DAG runs: a bad one exits 2 with one line.
+    """
+    from gcbench.plan import load_plan
+    from gcbench.plan.params import run_params
     from gcbench.runprogress import run_with_progress
 
-    code = run_with_progress(plan_file, runner.value if runner else None, repetitions, variant or [])
+    checked = run_params(load_plan(plan_file), repetitions, variant or None, runner.value if runner else None,
+                         names=CLI_PARAM_NAMES)
+    code = run_with_progress(plan_file, runner.value if runner else None, checked.repetitions, list(checked.variants))
     if code:
         raise typer.Exit(code)
 
 
+def find_run(conn, run: str, plan: str | None = None) -> tuple[str, str, dict]:
+    """``(plan name, run id, plan JSON)`` of the stored run ``run`` names.
+
+    ``run`` is a run id (``manual__2026-11-29T23:31:50.116326+00:00``) or the name of
+    the run's folder under ``reports/<plan>/`` and ``runs/<plan>/``
+    (:func:`gcbench.config.run_key` of the run id, ``manual__2026-11-29T23_31_50...``),
+    or a path to that folder.
+
+    Raises:
+        StoreError: no stored run, or several (of several plans: give ``plan``).
+    """
+    from gcbench import config
+
+    candidates = [run]
+    if "/" in run or "\\" in run:
+        candidates.append(Path(run).name)
+    with conn.cursor() as cur:
+        cur.execute("SELECT r.plan_name, r.run_id, p.plan FROM dag_runs r JOIN plans p ON p.plan_name = r.plan_name "
+                    "WHERE (%s::text IS NULL OR r.plan_name = %s) ORDER BY r.created_at", (plan, plan))
+        rows = cur.fetchall()
+    found = [row for row in rows if row[1] == run]
+    if not found:
+        found = [row for row in rows if config.run_key(row[1]) in candidates]
+    if not found:
+        raise StoreError(f"no stored run {run!r}" + (f" of plan {plan!r}" if plan else ""))
+    if len({row[0] for row in found}) > 1:
+        raise StoreError(f"run {run!r} exists for several plans ({', '.join(sorted({r[0] for r in found}))}); "
+                         "give --plan")
+    if len(found) > 1:
+        raise StoreError(f"folder name {run!r} matches several runs ({', '.join(r[1] for r in found)}); "
+                         "give the run id")
+    return found[0]
+
+
 @app.command("report")
 def report_cmd(
-    run_id: str = typer.Argument(..., help="Airflow run id (see the run's output or the UI)."),
-    plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run id."),
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="The run's id (see the run's output, gcbench runs or the UI) or its folder name "
+                                   "under reports/<plan>/."),
+    plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run."),
 ) -> None:
     """Write (again) the report of a stored run and print its path."""
     from gcbench.plan.schema import Plan as PlanModel
@@ -99,15 +150,8 @@ def report_cmd(
     from gcbench.store import db
 
     with db.connection() as conn:
-        with conn.cursor() as cur:
-            cur.execute("SELECT p.plan FROM dag_runs r JOIN plans p ON p.plan_name = r.plan_name "
-                        "WHERE r.run_id = %s AND (%s::text IS NULL OR r.plan_name = %s)", (run_id, plan, plan))
-            rows = cur.fetchall()
-    if not rows:
-        raise StoreError(f"no stored run {run_id!r}" + (f" of plan {plan!r}" if plan else ""))
-    if len(rows) > 1:
-        raise StoreError(f"run id {run_id!r} exists for several plans; give --plan")
-    path = report_run(PlanModel.model_validate(rows[0][0]), run_id)
+        _, run_id, plan_json = find_run(conn, run, plan)
+    path = report_run(PlanModel.model_validate(plan_json), run_id)
     typer.echo(str(path))
 
 
@@ -145,6 +189,15 @@ def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's run
         typer.echo(f"{plan_name}\t{run_id}\tlogical {when}\t{n} trials, {valid} valid, {failed} failed\t{html or 'no report'}")
 
 
+def usage_message(exc: Exception) -> str:
+    """One line for a usage error: ``Invalid value for '--runner': 'dockr' is not one of
+    'local', 'docker' (gcbench run --help)``."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    message = " ".join(message.replace("Value error, ", "").split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    return f"{message} ({ctx.command_path} --help)" if ctx is not None else message
+
+
 def main() -> None:
     """Entry point of the ``gcbench`` script.
 
@@ -159,10 +212,7 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option value, unknown command, missing argument
-        if hasattr(exc, "show"):
-            exc.show()
-        else:
-            typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {usage_message(exc)}", err=True)
         sys.exit(getattr(exc, "exit_code", 2))
     sys.exit(code if isinstance(code, int) else 0)
 

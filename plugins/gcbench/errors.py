@@ -35,6 +35,22 @@ class PlanError(GCBenchError):
         super().__init__(f"{where}:{loc} {message}")
 
 
+class RunParamsError(PlanError):
+    """A parameter of one run (trigger form, REST API ``conf``, ``gcbench run`` flag) does
+    not fit the plan. A PlanError (exit code 2, never retried): the same input fails the
+    same way.
+
+    Attributes:
+        path: the plan's name (there is no file line to name).
+        field: the parameter as the caller spells it (``variants``, ``--variant``).
+        message: what is wrong and what is allowed.
+    """
+
+    def __init__(self, plan: str, field: str, message: str):
+        super().__init__(plan, None, field, message)
+        Exception.__init__(self, f"{field}: {message}")
+
+
 class MeasurementError(GCBenchError):
     """A sensor cannot be read or gives values that cannot be trusted.
 

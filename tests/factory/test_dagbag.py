@@ -22,6 +22,7 @@ PROBE = textwrap.dedent("""
             "tags": sorted(dag.tags), "params": sorted(dag.params.keys()),
             "tasks": sorted(t.task_id for t in dag.tasks),
             "pools": sorted({t.pool for t in dag.tasks}), "schedule": str(getattr(dag.timetable, "description", "")),
+            "description": dag.description, "doc": dag.doc_md,
         }
     print(json.dumps(out))
 """)
@@ -100,3 +101,69 @@ def test_parsing_reads_only_the_yaml_files(tmp_path):
     assert int(n) == len(list((REPO / "plans").glob("*.yaml")))
     assert all(f.endswith((".yaml", ".yml")) for f in files), files
     assert not (tmp_path / "home" / "pgdata").exists()
+
+
+BOOM_DAG_FILE = textwrap.dedent("""
+    # The airflow DAG file of dags/ (the words airflow and dag keep safe-mode parsing on), with the
+    # factory made to fail inside one plan's `with DAG(...)` block.
+    import os
+    from pathlib import Path
+
+    import gcbench.notify
+
+    class BrokenNotifier:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("notifier unavailable")
+
+    gcbench.notify.RegressionNotifier = BrokenNotifier  # only plans with a schedule build one
+
+    from gcbench.factory.plans import build_all
+
+    globals().update(build_all(Path(os.environ["GCBENCH_PLANS_DIR"])))
+""")
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "cases" / "plans"
+
+
+def test_any_failure_of_one_plan_leaves_the_other_plans_dags(tmp_path):
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    shutil.copy(REPO / "plans" / "smoke.yaml", plans / "smoke.yaml")
+    shutil.copy(CASES / "host_name_with_spaces.yaml", plans / "c02.yaml")  # C02: a host name Airflow refuses
+    shutil.copy(CASES / "schedule_never_fires.yaml", plans / "c01.yaml")
+    # valid, but its DAG build raises a RuntimeError half-way through `with DAG(...)`
+    (plans / "boom.yaml").write_text("name: boom\nschedule: '@daily'\nworkloads: [{name: w, kind: noop}]\n")
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "gcbench_dags.py").write_text(BOOM_DAG_FILE)
+    bag = dagbag(dags, plans, tmp_path)
+    assert bag["errors"] == {}
+    assert sorted(bag["dags"]) == ["gcbench__boom", "gcbench__c01", "gcbench__c02", "gcbench__smoke"]
+    assert "run_trial_gpu0" in bag["dags"]["gcbench__smoke"]["tasks"]
+    for dag_id in ("gcbench__boom", "gcbench__c01", "gcbench__c02"):
+        dag = bag["dags"][dag_id]
+        assert dag["tags"] == ["gcbench", "plan-error"] and dag["tasks"] == ["plan_error"], dag
+    boom = bag["dags"]["gcbench__boom"]  # the plan loaded: its stand-in has the plan's dag_id and the traceback
+    assert boom["description"].startswith(f"plan error: {plans / 'boom.yaml'}: its DAG could not be built: "
+                                          "RuntimeError: notifier unavailable")
+    assert "Traceback" in boom["doc"] and 'raise RuntimeError("notifier unavailable")' in boom["doc"]
+    c02 = bag["dags"]["gcbench__c02"]
+    assert c02["description"].startswith(f"plan error: {plans / 'c02.yaml'}:5: hosts.gpu node 1: host name 'gpu node 1'")
+    assert bag["dags"]["gcbench__c01"]["description"] == (
+        f"plan error: {plans / 'c01.yaml'}:14: schedule: '0 2 30 2 *' never fires: "
+        "Airflow's timetable finds no time that matches it")[:200]
+
+
+def test_stand_in_dag_of_a_plan_error_fails_with_file_line_and_field(tmp_path):
+    from gcbench.errors import PlanError
+    from gcbench.factory.plans import build_all
+
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    shutil.copy(CASES / "host_name_with_spaces.yaml", plans / ("x" * 240 + ".yaml"))
+    (dag,) = build_all(plans).values()
+    assert dag.dag_id == "gcbench__" + "x" * 200  # a long file name still gives a valid dag id
+    task = dag.get_task("plan_error")
+    with pytest.raises(PlanError) as info:
+        task.python_callable()
+    assert (info.value.line, info.value.field) == (5, "hosts.gpu node 1")

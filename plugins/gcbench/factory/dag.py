@@ -29,6 +29,8 @@ imported inside the tasks.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,122 @@ def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
     return out
 
 
+
+AIRFLOW_KEY_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
+"""Characters of an identifier GC-Bench builds for Airflow: the ASCII part of Airflow's
+``KEY_REGEX`` (``^[\w.-]+$``, ``airflow.sdk.definitions._internal.node``) for dag and
+task ids, used for pool and queue names too (they appear in ``airflow pools set`` and
+Celery worker command lines)."""
+
+AIRFLOW_ID_MAX_CHARS = 250
+"""Longest dag or task id: ``airflow.models.base.ID_LEN``."""
+
+AIRFLOW_POOL_MAX_CHARS = 256
+"""Longest pool name: ``Pool.pool`` is ``String(256)``."""
+
+AIRFLOW_QUEUE_MAX_CHARS = 256
+"""Longest queue name: ``TaskInstance.queue`` is ``String(256)``."""
+
+MAP_INDEX_LABEL_MAX_CHARS = 250
+"""Longest label of a mapped task instance: ``TaskInstance.rendered_map_index`` is
+``String(250)``; PostgreSQL refuses a longer one and the instance cannot record its state."""
+
+
+def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...]]]:
+    """Every Airflow identifier built from plan values: ``(kind, identifier, plan field)``.
+
+    ``kind`` is ``"dag id"``, ``"task id"``, ``"pool"`` or ``"queue"``; the field is the
+    plan path the value comes from (``("hosts", "gpu-a")``, ``("devices",)``, ...), for
+    errors. The ids follow :func:`build_dag` (``tests/factory/test_dag_identifiers.py``
+    checks them against a built DAG).
+
+    Raises:
+        PlanError: a plan with ``hosts:`` has trials no host has enough GPUs for.
+    """
+    out: list[tuple[str, str, tuple[str | int, ...]]] = [("dag id", plan.dag_id, ("name",))]
+    if not plan.hosts:
+        for devices in device_sets(plan):
+            key = device_key(devices)
+            out += [("task id", f"trials_{key}", ("devices",)), ("task id", f"run_trial_{key}", ("devices",)),
+                    ("pool", pool_name(devices), ("devices",))]
+        return out
+    for host, sets in host_device_sets(plan).items():
+        field = ("hosts", host)
+        out += [("task id", f"collect_{host}", field), ("queue", plan.hosts[host].queue, field + ("queue",))]
+        if external_tokenizers(plan):
+            out.append(("task id", f"build_tokenizers_{host}", field))
+        for devices in sets:
+            key = device_key(devices)
+            out += [("task id", f"trials_{host}_{key}", field), ("task id", f"run_trial_{host}_{key}", field),
+                    ("pool", host_pool_name(host, devices), field)]
+    return out
+
+
+def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str = "<plan>") -> None:
+    """Refuse a plan whose values would make identifiers Airflow refuses or truncates.
+
+    A host name with a space (C02: ``hosts: {"gpu node 1": ...}``) would make task ids
+    Airflow refuses: the DAG file's import fails, and with it every plan's DAG. Such
+    names are refused here, at ``gcbench plan validate``, rather than mapped to safe ids:
+    the names are typed by hand elsewhere (``airflow pools set gcbench_<host>_gpu0``, a
+    worker's queue), so each must be the one name the plan gives.
+
+    Raises:
+        PlanError: naming the plan field (and its line) the identifier is built from.
+    """
+    from gcbench.errors import PlanError
+    from gcbench.plan.loader import format_path
+
+    lines = lines or {}
+
+    def line_of(field: tuple) -> int | None:
+        for n in range(len(field), 0, -1):
+            if field[:n] in lines:
+                return lines[field[:n]]
+        return None
+
+    try:
+        identifiers = airflow_identifiers(plan)
+    except PlanError as exc:  # raised without the file: add it
+        raise PlanError(source, line_of(("hosts",)), exc.field, exc.message) from None
+    limits = {"dag id": AIRFLOW_ID_MAX_CHARS, "task id": AIRFLOW_ID_MAX_CHARS, "pool": AIRFLOW_POOL_MAX_CHARS,
+              "queue": AIRFLOW_QUEUE_MAX_CHARS}
+    seen: dict[tuple[str, str], tuple] = {}
+    for kind, ident, field in identifiers:
+        where = format_path(field)
+        value = field[-1] if field[:1] == ("hosts",) and len(field) == 2 else None
+        if not AIRFLOW_KEY_PATTERN.fullmatch(ident):
+            what = f"host name {value!r}" if value is not None else "this value"
+            ascii_value = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode() if value else ""
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", ascii_value).strip("-")
+            raise PlanError(source, line_of(field), where,
+                            f"{what} becomes the Airflow {kind} {ident!r}, which may hold only ASCII letters, digits, "
+                            f"'_', '.' and '-'" + (f" (e.g. {safe!r})" if safe else ""))
+        if len(ident) > limits[kind]:
+            raise PlanError(source, line_of(field), where,
+                            f"becomes the Airflow {kind} {ident[:40]}... of {len(ident)} characters, more than "
+                            f"Airflow's {limits[kind]}")
+        if (kind, ident) in seen and seen[(kind, ident)] != field and kind == "task id":
+            raise PlanError(source, line_of(field), where,
+                            f"becomes the Airflow task id {ident!r}, which {format_path(seen[(kind, ident)])} "
+                            "also makes: rename one of them")
+        seen.setdefault((kind, ident), field)
+
+
+def trial_label(variant: str, repetition: int, trial_id: str) -> str:
+    """The label of a trial's mapped task instance: ``"<variant> #<repetition>"``.
+
+    Labels longer than :data:`MAP_INDEX_LABEL_MAX_CHARS` (Airflow's
+    ``rendered_map_index`` column; C03: a matrix note of 180 characters) are shortened
+    in the variant, keeping the repetition and adding the trial id so that the
+    instance can still be told apart and found: ``"tinylm[note=node gpu…] #0 (3f2a…)"``.
+    """
+    label = f"{variant} #{repetition}"
+    if len(label) <= MAP_INDEX_LABEL_MAX_CHARS:
+        return label
+    tail = f"… #{repetition} ({trial_id})"
+    return variant[:MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
+
 def external_tokenizers(plan: Plan) -> list[str]:
     """Native tokenizers ("go", "rust") the plan's TinyLM paths need."""
     impls = set()
@@ -130,15 +248,20 @@ def external_tokenizers(plan: Plan) -> list[str]:
 
 
 def dag_params(plan: Plan) -> dict[str, Any]:
-    """The trigger form: repetitions, variants, runner."""
+    """The trigger form (and what a REST API ``conf`` is validated against): repetitions,
+    variants, runner. Schemas from :func:`gcbench.plan.params.param_schemas`; whatever
+    reaches ``expand_trials`` is checked again by :func:`gcbench.plan.params.run_params`."""
     from airflow.sdk import Param
 
+    from gcbench.plan.params import param_schemas
+
+    schemas = param_schemas(plan)
     return {
-        "repetitions": Param(None, type=["null", "integer"], minimum=1, maximum=1000, title="Repetitions",
+        "repetitions": Param(None, **schemas["repetitions"], title="Repetitions",
                              description=f"Repetitions per variant; empty: the plan's ({plan.repetitions})."),
-        "variants": Param([], type="array", items={"type": "string"}, examples=variants(plan), title="Variants",
+        "variants": Param([], **schemas["variants"], title="Variants",
                           description="Run only these variants; empty: all of them."),
-        "runner": Param(plan.runner, type="string", enum=["local", "docker"], title="Runner",
+        "runner": Param(plan.runner, **schemas["runner"], title="Runner",
                         description="local: a subprocess per trial; docker: a container per trial (DockerOperator)."),
     }
 
@@ -187,13 +310,15 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             from gcbench import config
             from gcbench.factory.local import write_spec
             from gcbench.plan.expand import expand
+            from gcbench.plan.params import run_params_from_conf
             from gcbench.store import db, ingest
 
             ctx = get_current_context()
             params = ctx["params"]
             run_id = ctx["run_id"]
             logical_date = ctx.get("logical_date")
-            specs = expand(plan, repetitions=params.get("repetitions"), only_variants=params.get("variants") or None)
+            run = run_params_from_conf(plan, params)  # the trigger's checks again: one line, whatever got here
+            specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
             with db.connection() as conn:
                 ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None,
                                     dict(params))
@@ -206,7 +331,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
                 outdir = config.run_dir(plan.name, run_id) / spec.trial_id
                 spec_path = write_spec(spec, outdir)
-                item = {"trial_id": spec.trial_id, "label": f"{spec.variant} #{spec.repetition}",
+                item = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
                         "spec_path": str(spec_path), "outdir": str(outdir), "devices": devices, "host": host}
                 if host is not None:  # the host's worker has not this machine's files
                     item["spec"] = spec.model_dump(mode="json")

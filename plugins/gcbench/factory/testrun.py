@@ -89,10 +89,14 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
     ``logical_date`` (ISO 8601, a time zone required) sets the run's logical date;
     default: now.
     """
+    import re
+
     from gcbench.plan.loader import load_plan
 
+    # Airflow first: loading a plan with a schedule imports Airflow (its timetable checks
+    # the schedule), and Airflow reads AIRFLOW_HOME and the dags folder once, at import.
+    prepare_airflow(plan_path, re.sub(r"[^A-Za-z0-9_]", "_", plan_path.stem))
     plan = load_plan(plan_path)
-    prepare_airflow(plan_path, plan.name)
     from gcbench.factory.dag import build_dag
 
     dag = build_dag(plan, plan_path, retries=0)

@@ -129,7 +129,9 @@ def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, chec
     for key, value in settings.items():
         problem = _type_problem(value, defaults.get(key))
         if problem:
-            return key, f"{problem}, got {value!r}"
+            from gcbench.plan.loader import yaml11_hint
+
+            return key, f"{problem}, got {value!r}{yaml11_hint(value)}"
     if checker is not None:
         try:
             checker({**defaults, **settings})
@@ -188,6 +190,9 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         raise PlanError(source, lines.get(("repetitions",)), "repetitions",
                         f"the plan expands to {n} trials, more than Airflow's max_map_length "
                         f"({limit}); split it into several plans or lower repetitions")
+    from gcbench.factory.dag import check_airflow_identifiers
+
+    check_airflow_identifiers(plan, lines, source)
 
 
 def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[str] | None = None) -> list[TrialSpec]:
@@ -195,18 +200,25 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
 
     Args:
         plan: a validated plan.
-        repetitions: overrides every workload's repetitions (trigger-form parameter).
+        repetitions: overrides every workload's repetitions (a run parameter; None: the plan's).
         only_variants: keep only these variant labels (None or empty: all).
 
+    Both are checked by :func:`gcbench.plan.params.run_params`, as every run parameter is.
+
     Raises:
-        PlanError: an unknown variant label is asked for, or the run would have more
-            trials than Airflow's ``max_map_length`` (:func:`max_map_length`; the
-            trigger form's repetitions can raise the count past what the plan passed).
+        RunParamsError: repetitions not a whole number from 1 to 1000 (2.0 is taken as
+            2), or an unknown variant label (the error lists the plan's variants).
+        PlanError: the run would have more trials than Airflow's ``max_map_length``
+            (:func:`max_map_length`; the trigger form's repetitions can raise the count
+            past what the plan passed).
     """
-    wanted = set(only_variants or [])
-    unknown = wanted - set(variants(plan))
-    if unknown:
-        raise PlanError(plan.name, None, "params.variants", f"unknown variants: {', '.join(sorted(unknown))}")
+    from gcbench.plan.params import run_params
+
+    if only_variants is not None and not isinstance(only_variants, (str, list, tuple)):
+        only_variants = list(only_variants)
+    checked = run_params(plan, repetitions=repetitions, variants=only_variants)
+    repetitions = checked.repetitions
+    wanted = set(checked.variants)
     specs: list[TrialSpec] = []
     for w in plan.workloads:
         reps = repetitions or w.repetitions or plan.repetitions

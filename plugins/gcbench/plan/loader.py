@@ -1,11 +1,27 @@
 """Loading plans from YAML with errors that name the file, the line and the field.
 
-Only ``yaml.SafeLoader`` is used: tags such as ``!!python/object`` are refused. The
-YAML node tree is walked once to record the line of every field (and to refuse
-duplicate keys, which ``yaml.safe_load`` would silently merge), then every value is
-checked to be a plain JSON value (text, finite number, boolean, null, list, mapping
-with text keys), then pydantic validates the data; its first error is mapped back to
-the line of the field.
+Plans are read with the YAML 1.2 core schema (:class:`PlanLoader`, a ``yaml.SafeLoader``
+with 1.2 resolvers), so YAML 1.1 implicit typing never changes a value silently:
+``yes``, ``no``, ``on``, ``off``, ``y``, ``n`` stay text (``matrix: {note: [no]}`` keeps
+"no"), as do ``1:20`` (1.1: sexagesimal 80), ``1_000`` and ``0b101``; ``0o17`` and
+``1e3`` are numbers. Where YAML 1.1 and 1.2 both read a number but disagree on its
+value (``0777``: octal 511 or decimal 777; ``08``: text or 8), the value is refused with
+a hint to write it unambiguously or quote it. Plain dates are refused too (1.1 reads a
+date, 1.2 text). Where a number or boolean is expected and a 1.1-only form is given,
+the type error says what YAML 1.1 would have read and how to write it.
+
+Anchors, aliases and merge keys (``<<: *common``, or ``<<: [*a, *b]``) work as in the
+YAML merge-key spec: a mapping's own keys win over merged ones, and earlier mappings of
+a merge list win over later ones. Every field keeps the line where it is written (a
+merged field: its line in the anchored mapping). Top-level keys starting with ``x-``
+are ignored, as in Compose files, so ``x-common: &common`` can hold shared settings.
+
+Only the safe constructors are used: tags such as ``!!python/object`` are refused. The
+YAML node tree is walked once to record the line of every field, to resolve merge keys
+and to refuse duplicate keys (which ``yaml.safe_load`` would silently merge) and alias
+bombs; then every value is checked to be a plain JSON value (text, finite number,
+boolean, null, list, mapping with text keys), then pydantic validates the data; its
+first error is mapped back to the line of the field.
 
 Whatever the input, :func:`plan_from_text` raises :class:`PlanError` and nothing else
 (``tests/reliability/test_bad_input.py`` feeds it random YAML to hold it to that).
@@ -13,8 +29,9 @@ Whatever the input, :func:`plan_from_text` raises :class:`PlanError` and nothing
 
 from __future__ import annotations
 
+import json
 import math
-
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,28 +61,188 @@ def format_path(path: PathKey) -> str:
     return out
 
 
+_TAG = "tag:yaml.org,2002:"
+MERGE_TAG = _TAG + "merge"
+EXTENSION_PREFIX = "x-"
+"""Top-level keys with this prefix are ignored (Compose-style extension fields)."""
+
+
+class PlanLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with the YAML 1.2 core schema's implicit types.
+
+    Plain scalars resolve as in YAML 1.2 (https://yaml.org/spec/1.2.2/#1032-tag-resolution):
+    null ``~ null Null NULL`` and empty; booleans ``true True TRUE false False FALSE``;
+    integers ``[-+]?[0-9]+``, ``0o17``, ``0x1F``; floats ``1.5 .5 1e3 .inf .nan``;
+    everything else is text. Two YAML 1.1 forms are kept so that they can be
+    refused rather than read as text: ``<<`` merge keys (resolved by the loader's
+    walk) and timestamps (refused by :func:`check_json_values`).
+    """
+
+    yaml_implicit_resolvers: dict = {}
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     "-+.0123456789"),
+    ("merge", r"^(?:<<)$", "<"),
+    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+                    |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
+                     (?:[Tt]|[ \t]+)[0-9][0-9]?
+                     :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
+                     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
+):
+    PlanLoader.add_implicit_resolver(_TAG + _tag, re.compile(_pattern, re.X if _tag == "timestamp" else 0), list(_first))
+
+
+def _construct_int(loader: PlanLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    try:
+        if re.fullmatch(r"[-+]?[0-9]+", text):
+            return int(text, 10)
+        if re.fullmatch(r"0o[0-7]+", text):
+            return int(text[2:], 8)
+        if re.fullmatch(r"0x[0-9a-fA-F]+", text):
+            return int(text[2:], 16)
+    except ValueError:  # more digits than Python converts (4300)
+        raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(text)} characters is too long",
+                                                node.start_mark) from None
+    raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 integer", node.start_mark)
+
+
+def _construct_float(loader: PlanLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node)
+    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+    if text.lower() in special:
+        return special[text.lower()]
+    if re.fullmatch(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?", text):
+        return float(text)
+    raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 float", node.start_mark)
+
+
+PlanLoader.add_constructor(_TAG + "int", _construct_int)
+PlanLoader.add_constructor(_TAG + "float", _construct_float)
+
+def yaml11_reading(text: str) -> Any:
+    """What YAML 1.1 (PyYAML's SafeLoader) would make of ``text`` written unquoted, when
+    that is a boolean or a number; None otherwise (also for text it cannot have come from).
+
+    ``"yes"`` -> True, ``"1:20"`` -> 80, ``"1_000"`` -> 1000, ``"0777"`` -> 511.
+    """
+    if not isinstance(text, str) or not 0 < len(text) <= 64:
+        return None
+    yaml11 = yaml.SafeLoader("")  # only its resolver and scalar constructors are used
+    tag = yaml11.resolve(yaml.ScalarNode, text, (True, False))
+    if tag not in (_TAG + "bool", _TAG + "int", _TAG + "float"):
+        return None
+    try:
+        value = yaml11.construct_object(yaml.ScalarNode(tag, text))
+    except (ValueError, yaml.YAMLError):
+        return None
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def yaml11_hint(value: Any) -> str:
+    """``"; YAML 1.1 would read yes as true, ..."`` for a text value that YAML 1.1 reads
+    as a boolean or number (so that a type error says how to write it), else ``""``."""
+    reading = yaml11_reading(value)
+    if reading is None:
+        return ""
+    written = json.dumps(reading)
+    return (f"; YAML 1.1 would read {value} as {written}, but plans are read as YAML 1.2, where it is text: "
+            f"write {written}")
+
+
+def _ambiguous_number(node: yaml.ScalarNode) -> str | None:
+    """Why a plain integer scalar means different values in YAML 1.1 and 1.2, or None."""
+    if node.style is not None or node.tag != _TAG + "int" or not re.fullmatch(r"[-+]?0[0-9]+", node.value):
+        return None
+    text = node.value
+    if len(text) > 40:  # no number of this length is meant; keep the message short
+        return f"{text[:20]}... is a number with a leading zero, which YAML 1.1 and 1.2 read differently: quote it"
+    digits = text.lstrip("+-")
+    sign = "-" if text.startswith("-") else ""
+    as_12 = int(text, 10)
+    if set(digits) <= set("01234567"):
+        as_11 = f"octal {sign}{int(digits, 8)}"
+        octal = f"{sign}0o{digits.lstrip('0') or '0'}"
+        write = f"write {as_12} or {octal}"
+    else:
+        as_11 = "text"
+        write = f"write {as_12}"
+    return (f"{text} is ambiguous: YAML 1.1 reads it as {as_11}, YAML 1.2 as {as_12}; {write}, "
+            f"or quote it ('{text}') if it is text")
+
+
+def _merge_sources(node: yaml.Node, source: str, path: PathKey) -> list[yaml.MappingNode]:
+    if isinstance(node, yaml.MappingNode):
+        return [node]
+    if isinstance(node, yaml.SequenceNode) and all(isinstance(n, yaml.MappingNode) for n in node.value):
+        return list(node.value)
+    raise PlanError(source, node.start_mark.line + 1, format_path(path),
+                    "a merge key (<<) takes a mapping or a list of mappings (e.g. <<: *common)")
+
+
+def _flatten(node: yaml.MappingNode, source: str, path: PathKey, active: set[int]) -> None:
+    """Resolve the merge keys of a mapping node in place (YAML merge-key semantics).
+
+    The node's own keys win over merged ones; of a merge list, earlier mappings win.
+    Duplicate own keys are refused. Afterwards the node holds no ``<<`` key, so the
+    constructor's own merge handling has nothing left to do (and no merge chain can
+    multiply the pairs: every key appears once).
+    """
+    if id(node) in active:
+        raise PlanError(source, node.start_mark.line + 1, format_path(path), "a merge key (<<) merges a mapping into itself")
+    active.add(id(node))
+    own: list[tuple[yaml.Node, yaml.Node]] = []
+    merged: list[yaml.MappingNode] = []
+    seen: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise PlanError(source, key_node.start_mark.line + 1, format_path(path), "mapping keys must be plain scalars")
+        key = key_node.value if key_node.tag != MERGE_TAG else "<<"
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise PlanError(source, line, format_path(path if key == "<<" else path + (key,)),
+                            f"duplicate key {key!r} (first at line {seen[key]})")
+        seen[key] = line
+        if key_node.tag == MERGE_TAG:
+            merged = _merge_sources(value_node, source, path)
+        else:
+            own.append((key_node, value_node))
+    if merged:
+        pairs: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in own:
+            pairs[key_node.value] = (key_node, value_node)
+        for mapping in merged:
+            _flatten(mapping, source, path, active)
+            for key_node, value_node in mapping.value:
+                pairs.setdefault(key_node.value, (key_node, value_node))
+        own_keys = {k.value for k, _ in own}
+        node.value = [p for k, p in pairs.items() if k not in own_keys] + own
+    active.discard(id(node))
+
+
 def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: list[int]) -> None:
     budget[0] -= 1
     if budget[0] < 0:
         raise PlanError(source, node.start_mark.line + 1, format_path(path), "plan has too many YAML nodes (alias bomb?)")
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, int] = {}
+        _flatten(node, source, path, set())
         for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise PlanError(source, key_node.start_mark.line + 1, format_path(path), "mapping keys must be plain scalars")
             key = key_node.value
-            if key == "<<":
-                raise PlanError(source, key_node.start_mark.line + 1, format_path(path), "YAML merge keys (<<) are not allowed in plans")
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise PlanError(source, line, format_path(path + (key,)), f"duplicate key {key!r} (first at line {seen[key]})")
-            seen[key] = line
-            lines[path + (key,)] = line
+            lines[path + (key,)] = key_node.start_mark.line + 1
             _walk(value_node, path + (key,), lines, source, budget)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, path + (i,), lines, source, budget)
+    elif isinstance(node, yaml.ScalarNode):
+        problem = _ambiguous_number(node)
+        if problem:
+            raise PlanError(source, node.start_mark.line + 1, format_path(path), problem)
 
 
 def _line_for(loc: PathKey, lines: dict[PathKey, int]) -> int | None:
@@ -114,7 +291,7 @@ def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[PathKey, 
     if len(text.encode("utf-8", errors="replace")) > MAX_PLAN_BYTES:
         raise PlanError(source, None, "", f"plan file is larger than {MAX_PLAN_BYTES} bytes")
     try:
-        loader = yaml.SafeLoader(text)
+        loader = PlanLoader(text)
         try:
             node = loader.get_single_node()
             if node is None:
@@ -145,7 +322,7 @@ def _first_error(exc: ValidationError) -> tuple[PathKey, str]:
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
     if err["type"] == "literal_error" or err["type"].endswith("_type") or err["type"].endswith("_parsing"):
-        msg = f"{msg} (got {err.get('input')!r})"
+        msg = f"{msg} (got {err.get('input')!r}){yaml11_hint(err.get('input'))}"
     return loc, msg
 
 
@@ -158,6 +335,7 @@ def plan_from_text(text: str, source: str = "<string>") -> Plan:
     data, lines = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise PlanError(source, 1, "", f"a plan must be a YAML mapping, got {type(data).__name__}")
+    data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
     check_json_values(data, lines, source)
     workloads = data.get("workloads")
     if isinstance(workloads, list):

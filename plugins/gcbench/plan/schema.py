@@ -18,6 +18,13 @@ A plan is one YAML file under ``plans/``; it says what to compare. Example::
         exclude: [{batch_size: 8, path: external-go}]
 
 Every model forbids unknown keys, so a typo is an error that names its field.
+
+Plans are YAML 1.2 (:mod:`gcbench.plan.loader`): ``yes``/``no``/``on``/``off`` are text,
+``0777`` is refused as ambiguous; anchors, aliases and merge keys (``<<: *common``)
+work, and top-level ``x-`` keys are ignored, so shared settings can live in
+``x-common: &common``. Values that become Airflow identifiers (the plan name, host
+names, GPU sets, queues) are checked against Airflow's rules at load time, and a
+``schedule`` with Airflow's own timetable (:mod:`gcbench.plan.schedule`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """Plan and workload names: lower-case letters, digits, ``-`` and ``_`` (they become dag_ids)."""
 
 WORKLOAD_KINDS = ("noop", "tinylm", "h2d", "resnet_cifar")
+
+MAX_REPETITIONS = 1000
+"""Most repetitions per variant, in a plan and in a run's parameters."""
 
 
 class _Strict(BaseModel):
@@ -207,7 +217,7 @@ class WorkloadEntry(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
-    repetitions: int | None = Field(default=None, ge=1, le=1000)
+    repetitions: int | None = Field(default=None, ge=1, le=MAX_REPETITIONS)
     warmup: Warmup | None = None
     window: Window | None = None
 
@@ -235,7 +245,12 @@ class WorkloadEntry(_Strict):
 
 
 class HostSettings(_Strict):
-    """A GPU host of a multi-host deployment (CeleryExecutor): its queue and GPUs."""
+    """A GPU host of a multi-host deployment (CeleryExecutor): its queue and GPUs.
+
+    The host's name (its key under ``hosts:``) becomes part of Airflow task ids and
+    pool names: ASCII letters, digits, ``_ . -`` only (checked by
+    :func:`gcbench.factory.dag.check_airflow_identifiers`).
+    """
 
     queue: str = Field(pattern=NAME_PATTERN)
     devices: list[int] = Field(default_factory=lambda: [0])
@@ -246,7 +261,9 @@ class Plan(_Strict):
 
     Attributes:
         name: plan name; the DAG id is ``gcbench__<name>``.
-        schedule: cron expression or preset (``@daily``), or None for manual runs.
+        schedule: cron expression or preset (``@daily``), or None for manual runs; checked
+            with Airflow's own timetable (:mod:`gcbench.plan.schedule`): it must fire, and
+            still fire years from now.
         runner: ``local`` (subprocess) or ``docker`` (DockerOperator).
         image: trial container image for the docker runner.
         devices: host GPU indices the plan may use.
@@ -267,7 +284,7 @@ class Plan(_Strict):
     runner: Literal["local", "docker"] = "local"
     image: str = "gcbench/trial:latest"
     devices: list[int] = Field(default_factory=lambda: [0])
-    repetitions: int = Field(default=3, ge=1, le=1000)
+    repetitions: int = Field(default=3, ge=1, le=MAX_REPETITIONS)
     seed: int = 0
     order: Literal["randomized", "sequential"] = "randomized"
     warmup: Warmup = Warmup(steps=0)
@@ -283,17 +300,10 @@ class Plan(_Strict):
 
     @field_validator("schedule")
     @classmethod
-    def _cron(cls, schedule: str | None) -> str | None:
-        if schedule is None or schedule.startswith("@"):
-            presets = {None, "@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly"}
-            if schedule not in presets:
-                raise ValueError(f"unknown schedule preset {schedule!r}")
-            return schedule
-        from croniter import croniter
+    def _schedule_fires(cls, schedule: str | None) -> str | None:
+        from gcbench.plan.schedule import check_schedule
 
-        if not croniter.is_valid(schedule):
-            raise ValueError(f"{schedule!r} is not a valid cron expression")
-        return schedule
+        return check_schedule(schedule)
 
     @field_validator("devices")
     @classmethod
