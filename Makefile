@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: 2.13.0 is the CPU wheel on this kind of machine's local disk
 	$(PY) -m pip install -q "torch==2.13.0"
+	# an older editable install left its egg-info on sys.path (plugins/): Airflow would load
+	# the gcbench plugin twice ("already registered"); the egg-info now lives in the package
+	rm -rf plugins/gcbench.egg-info
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 

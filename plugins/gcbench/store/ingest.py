@@ -308,6 +308,33 @@ def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None,
     return pk
 
 
+def reset_run_outcome(conn, dag_run_pk: int) -> None:
+    """Forget a run's notes and interruption: it is (re-)running now."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE dag_runs SET notes = '[]'::jsonb, interrupted_at = NULL WHERE id = %s", (dag_run_pk,))
+    conn.commit()
+
+
+def add_run_note(conn, dag_run_pk: int, note: str, *, interrupted: bool = False) -> bool:
+    """Add a line to the run's notes (shown at the top of its report); with
+    ``interrupted``, also mark the run interrupted (``dag_runs.interrupted_at``).
+
+    Returns:
+        False when ``interrupted`` was asked and the run was already marked (nothing
+        is changed then), True otherwise.
+    """
+    with conn.cursor() as cur:
+        if interrupted:
+            cur.execute("UPDATE dag_runs SET interrupted_at = now(), notes = notes || %s::jsonb "
+                        "WHERE id = %s AND interrupted_at IS NULL", (json.dumps([note]), dag_run_pk))
+        else:
+            cur.execute("UPDATE dag_runs SET notes = notes || %s::jsonb WHERE id = %s AND NOT notes ? %s",
+                        (json.dumps([note]), dag_run_pk, note))
+        changed = cur.rowcount > 0
+    conn.commit()
+    return changed or not interrupted
+
+
 def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: str | None) -> dict[str, str]:
     """``{trial_id: status}`` already stored for this DAG run, or for its logical date.
 
@@ -423,15 +450,29 @@ def _result_problem(result: dict) -> str | None:
     return None
 
 
+def _runner_json(outdir: Path) -> dict:
+    try:
+        data = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def runner_exit_code(outdir: Path) -> int | None:
     """The trial's exit status as the runner saw it (runner.json), None when the file
     is missing or unreadable (a runner killed while writing it is not a reason to stop
     collecting)."""
-    try:
-        code = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8")).get("exit_code")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None
+    code = _runner_json(outdir).get("exit_code")
     return code if isinstance(code, int) and not isinstance(code, bool) and -(1 << 31) <= code < (1 << 31) else None
+
+
+def runner_interrupted(outdir: Path) -> str | None:
+    """Why the runner stopped the trial on request (runner.json ``interrupted``,
+    e.g. "SIGINT (Ctrl-C)"), or None when it was not stopped."""
+    reason = _runner_json(outdir).get("interrupted")
+    if not isinstance(reason, str) or not reason:
+        return None
+    return reason.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")[:200]  # text PostgreSQL takes
 
 
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
@@ -446,7 +487,8 @@ def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict
 
 
 def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
-                  carbon: dict[str, Any] | None = None, _refused: str | None = None) -> CollectOutcome:
+                  carbon: dict[str, Any] | None = None, _refused: str | None = None,
+                  interrupted: str | None = None) -> CollectOutcome:
     """Store one trial folder in one transaction; see the module docstring.
 
     Args:
@@ -456,6 +498,9 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         outdir: the trial's output folder.
         exit_code: the trial process's exit status as seen by the runner, if known.
         carbon: the plan's carbon settings, for CO2e metrics.
+        interrupted: why the runner stopped the trial on request, if it did: a trial
+            left without a result is then stored as failed with ``interrupted: ...``
+            as its error, its samples kept and marked partial (as for a kill).
 
     Raises:
         StoreError: the database failed (the transaction is rolled back; nothing
@@ -474,6 +519,10 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         status = "failed"
         if refusal:
             error = refusal
+        elif interrupted:
+            error = (f"interrupted: {interrupted}; the trial was stopped"
+                     + (f" (exit status {exit_code})" if exit_code is not None else "")
+                     + ", its samples up to the stop are kept")
         elif exit_code is not None:
             error = f"trial process ended without a result (exit status {exit_code})"
         elif not (outdir / "trial.log").exists():
@@ -553,7 +602,8 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         if _refused is not None:
             raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
         return collect_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon,
-                             _refused=f"trial files refused by the database: {str(exc).strip()}")
+                             _refused=f"trial files refused by the database: {str(exc).strip()}",
+                             interrupted=interrupted)
     except psycopg2.Error as exc:
         try:
             conn.rollback()
