@@ -478,24 +478,10 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             ctx = get_current_context()
             ti, run_id = ctx["ti"], ctx["run_id"]
             states = (ti.get_task_states(dag_id=plan.dag_id, task_ids=essential_ids, run_ids=[run_id]) or {})
-            states = states.get(run_id, {})
-            failed = [t for t in essential_ids if str(states.get(t)) == "failed"] or \
-                [t for t in essential_ids if str(states.get(t)) == "upstream_failed"]
+            states = {t: str(st) for t, st in states.get(run_id, {}).items()}
+            errors = {t: ti.xcom_pull(task_ids=t, key=ERROR_XCOM) for t in essential_ids if states.get(t) == "failed"}
             summaries = [s for s in (ti.xcom_pull(task_ids=c) for c in collect_ids) if isinstance(s, dict)]
-            total = {k: sum(s.get(k, 0) for s in summaries) for k in
-                     ("trials", "stored", "unchanged", "failed", "not_run", "not_started")}
-            reasons = []
-            stop = local.stop_requested()
-            if stop:
-                reasons.append(f"interrupted by {stop}; {total['not_started']} trial(s) not started")
-            for task_id in failed:
-                why = ti.xcom_pull(task_ids=task_id, key=ERROR_XCOM) if str(states.get(task_id)) == "failed" else None
-                reasons.append(why if isinstance(why, str) else
-                               f"{task_id} {states.get(task_id)} (see the task log)")
-            if total["not_run"]:
-                reasons.append(f"{total['not_run']} trial(s) never ran (see the run_trial task logs)")
-            if total["trials"] and not (total["stored"] + total["unchanged"]):
-                reasons.append(f"none of the {total['trials']} trial(s) to run was stored")
+            reasons, total = run_verdict(essential_ids, states, errors, summaries, local.stop_requested())
             if reasons:
                 print("run failed: " + "; ".join(reasons))
                 raise AirflowFailException("; ".join(reasons))
@@ -542,6 +528,41 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
 
             reported >> regression_check()
     return dag
+
+
+def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any], summaries: list[dict[str, Any]],
+                stop: str | None) -> tuple[list[str], dict[str, int]]:
+    """Why a DAG run must fail (``check_trials``), from what its steps did.
+
+    Args:
+        steps: the task ids whose failure fails the run (expand_trials,
+            build_tokenizers*, collect*, validate, report), in order.
+        states: ``{task id: state}`` of this run (``failed``, ``upstream_failed``, ...).
+        errors: ``{task id: one-line reason}`` left by failed steps (:func:`fail_fast`).
+        summaries: what each ``collect`` returned (:func:`collect_run`).
+        stop: the stop request of ``gcbench run`` (Ctrl-C), or None.
+
+    Returns:
+        (reasons, the summaries' totals). No reason: the run succeeds; trials that
+        ran and failed or measured invalid are no reason (they are stored with theirs).
+        Reasons: interrupted; a step failed (its own reason when it left one; the
+        upstream-failed ones only when no step failed itself); trials never ran; trials
+        to run but none stored.
+    """
+    total = {k: sum(int(s.get(k, 0) or 0) for s in summaries)
+             for k in ("trials", "stored", "unchanged", "failed", "not_run", "not_started", "interrupted")}
+    reasons: list[str] = []
+    if stop:
+        reasons.append(f"interrupted by {stop}; {total['not_started']} trial(s) not started")
+    failed = [t for t in steps if states.get(t) == "failed"] or [t for t in steps if states.get(t) == "upstream_failed"]
+    for task_id in failed:
+        why = errors.get(task_id)
+        reasons.append(why if isinstance(why, str) and why else f"{task_id} {states.get(task_id)} (see the task log)")
+    if total["not_run"]:
+        reasons.append(f"{total['not_run']} trial(s) never ran (see the run_trial task logs)")
+    if total["trials"] and not (total["stored"] + total["unchanged"]):
+        reasons.append(f"none of the {total['trials']} trial(s) to run was stored")
+    return reasons, total
 
 
 DOCKER_GRACE_S = 120.0
