@@ -168,6 +168,8 @@ def _print_interrupted(console, status: dict, n_trials: int, log_path: Path) -> 
     if isinstance(done, int) and isinstance(total, int) and isinstance(missing, int):
         console.print(f"interrupted after {done} of {total} trials; run again to do the {missing} missing "
                       f"{'one' if missing == 1 else 'ones'}")
+    elif isinstance(done, int) and status.get("run_id"):
+        console.print(f"interrupted after {done} trials; run again to do the missing ones")
     else:
         console.print(f"interrupted before any trial ran (see {log_path}); run again to start it")
     return EXIT_INTERRUPTED

@@ -13,7 +13,6 @@ ends failed at the first try, without retries. About three minutes.
 from __future__ import annotations
 
 import shutil
-import time
 from itertools import combinations
 from pathlib import Path
 

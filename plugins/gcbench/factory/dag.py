@@ -605,18 +605,27 @@ def trial_time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 0.001))
 
 
-def record_interruption(plan: Plan, run_id: str, params: dict[str, Any], reason: str) -> tuple[str, int, int, bool]:
+def record_interruption(plan: Plan, run_id: str, params: dict[str, Any],
+                        reason: str) -> tuple[str, int, int | None, bool]:
     """Store that a run was interrupted (``dag_runs.interrupted_at`` and a note for the report).
 
     Returns:
-        (the note, trials done, trials of the run, whether it was recorded now (False:
-        it already was)). "Done" counts the trials stored as ok for this run or its
-        logical date: a re-run of the run skips exactly those.
+        (the note, trials done, trials of the run (None if its parameters do not
+        expand), whether it was recorded now (False: it already was)). "Done" counts
+        the trials stored as ok for this run or its logical date: a re-run of the run
+        skips exactly those.
     """
+    from gcbench.errors import PlanError
     from gcbench.plan.expand import expand
     from gcbench.store import db, ingest, queries
 
-    total = len(expand(plan, repetitions=params.get("repetitions"), only_variants=params.get("variants") or None))
+    repetitions = params.get("repetitions")
+    if isinstance(repetitions, float) and repetitions.is_integer():
+        repetitions = int(repetitions)
+    try:
+        total: int | None = len(expand(plan, repetitions=repetitions, only_variants=params.get("variants") or None))
+    except (PlanError, TypeError, ValueError):  # parameters expand_trials refused: it said why
+        total = None
     with db.connection() as conn:
         pk = queries.dag_run_pk(conn, plan.dag_id, run_id)
         if pk is None:
@@ -627,8 +636,11 @@ def record_interruption(plan: Plan, run_id: str, params: dict[str, Any], reason:
         conn.commit()
         stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id, logical.isoformat() if logical else None)
         done = sum(1 for status in stored.values() if status == "ok")
-        note = (f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
-                f"{total - done} missing ones.")
+        if total is None:
+            note = f"Interrupted by {reason} after {done} trials."
+        else:
+            note = (f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
+                    f"{total - done} missing ones.")
         recorded = ingest.add_run_note(conn, pk, note, interrupted=True)
     return note, done, total, recorded
 
