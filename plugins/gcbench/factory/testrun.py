@@ -17,7 +17,8 @@ report), ``interrupted.json`` beside the plan's runs says how to resume it, and 
 process exits 130 once the trial processes and the embedded PostgreSQL have ended.
 
 Airflow needs a metadata database and a DAG bundle for ``dag.test()``: a SQLite
-database under ``$GCBENCH_HOME/airflow`` (``AIRFLOW_HOME`` unless set) is migrated
+database under ``$GCBENCH_HOME/airflow-run`` (``AIRFLOW_HOME`` unless set; never the
+home of ``gcbench airflow up``, whose scheduler must not share it) is migrated
 once, and a one-line DAG file for this plan is written to a private dags folder, so
 the run neither depends on nor disturbs the project's other plans. The GPU pools are
 created (1 slot each). The outcome is written to STATUS.json.
@@ -39,11 +40,26 @@ dag = build_dag(load_plan({path!r}), {path!r})
 '''
 
 
+def select_airflow_home() -> Path:
+    """Set ``AIRFLOW_HOME`` for dag.test(): as given, else ``$GCBENCH_HOME/airflow-run``;
+    never the home of ``gcbench airflow up`` (its scheduler must not share it). Called
+    before anything imports Airflow, which reads the variable once."""
+    from gcbench import config
+    from gcbench.airflow_local import CFG_HEADER
+
+    home = Path(os.environ.get("AIRFLOW_HOME") or config.home() / "airflow-run")
+    try:
+        if (home / "airflow.cfg").read_text(encoding="utf-8", errors="replace").startswith(CFG_HEADER):
+            home = config.home() / "airflow-run"
+    except OSError:
+        pass
+    os.environ["AIRFLOW_HOME"] = str(home)
+    return home
+
+
 def prepare_airflow(plan_path: Path, plan_name: str) -> Path:
     """Set up AIRFLOW_HOME, its SQLite DB and a dags folder holding only this plan."""
-    from gcbench import config
-
-    home = Path(os.environ.setdefault("AIRFLOW_HOME", str(config.home() / "airflow")))
+    home = select_airflow_home()
     dags = home / "gcbench-run-dags"
     dags.mkdir(parents=True, exist_ok=True)
     for old in dags.glob("*.py"):
@@ -138,6 +154,7 @@ def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: in
     from gcbench.factory import local
     from gcbench.plan.loader import load_plan
 
+    select_airflow_home()
     plan = load_plan(plan_path)
     prepare_airflow(plan_path, plan.name)
     from gcbench.factory.dag import build_dag
