@@ -9,11 +9,14 @@ STAMP := $(VENV)/.gcbench-installed
 
 .PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check gpu-wheels gpu-studies clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: 2.13.0 is the CPU wheel on this kind of machine's local disk
 	$(PY) -m pip install -q "torch==2.13.0"
+	# an older editable install left its egg-info on sys.path (plugins/): Airflow would load
+	# the gcbench plugin twice ("already registered"); the egg-info now lives in the package
+	rm -rf plugins/gcbench.egg-info
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 

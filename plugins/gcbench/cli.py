@@ -36,6 +36,35 @@ from gcbench.tokenizer.cli import tokenize_command, tokenizer_app  # noqa: E402 
 app.add_typer(tokenizer_app, name="tokenizer")
 app.command("tokenize")(tokenize_command)
 
+airflow_app = typer.Typer(no_args_is_help=True, help="A local Airflow for the web UI: up, down.")
+app.add_typer(airflow_app, name="airflow")
+
+
+@airflow_app.command("up")
+def airflow_up(port: int = typer.Option(8080, help="Port of the UI and API on 127.0.0.1."),
+               timeout: float = typer.Option(240, help="Seconds to wait for the UI to answer.")) -> None:
+    """Start Airflow for the UI in the background: AIRFLOW_HOME under .gcbench/airflow, the
+    project's dags/, databases, one pool per GPU of every plan, api-server, scheduler,
+    dag-processor and triggerer. Prints the URL and where the admin password is."""
+    from gcbench.airflow_local import up
+
+    info = up(port=port, timeout_s=timeout, log=typer.echo)
+    if info.already_running:
+        typer.echo(f"already running: {info.url} (gcbench airflow down stops it)")
+    typer.echo(f"Airflow UI: {info.url}  user admin, password in {info.password_file}")
+    typer.echo(f"for airflow commands: export AIRFLOW_HOME={info.home}   (new DAGs start paused: "
+               "airflow dags unpause gcbench__<plan>, or trigger from the UI)")
+    typer.echo("stop everything it started: gcbench airflow down")
+
+
+@airflow_app.command("down")
+def airflow_down(grace: float = typer.Option(20, help="Seconds between SIGTERM and SIGKILL.")) -> None:
+    """Stop everything `gcbench airflow up` started (services, running tasks and trials,
+    the embedded database it kept up) and wait until they have ended."""
+    from gcbench.airflow_local import down
+
+    down(grace_s=grace, log=typer.echo)
+
 
 @plan_app.command("validate")
 def plan_validate(file: Path = typer.Argument(..., help="Plan YAML file.")) -> None:

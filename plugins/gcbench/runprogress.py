@@ -4,11 +4,23 @@ The child (``python -m gcbench.factory.testrun``) runs Airflow's ``dag.test()`` 
 writes Airflow's verbose output to ``$GCBENCH_HOME/logs/``; this process follows the
 trial folders (a ``result.json`` appears when a trial ends) and prints a summary
 and the report's path.
+
+Ctrl-C (SIGINT to the terminal's foreground process group) or SIGTERM reaches this
+process only: the child runs in its own session, so the embedded PostgreSQL and the
+trials it started are not hit by the terminal's signal. This process forwards one
+SIGINT to the child, which stops the running trial and stores it as interrupted,
+starts no further trial and reports what completed; this process returns only once
+the child (and with it every process it started) has ended, prints
+``interrupted after D of N trials; run again to do the M missing ones`` and exits
+130. Running the same command again resumes that run (same run id and logical
+date): only the missing trials run. If this process dies, the child gets SIGINT
+(``PR_SET_PDEATHSIG``) and stops the same way.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -18,19 +30,19 @@ from pathlib import Path
 from gcbench import config
 
 
-def _count_results(plan_name: str, since: float) -> tuple[int, int, int]:
+def _count_results(plan_name: str, since: float, run_key: str | None = None) -> tuple[int, int, int]:
     root = config.home() / "runs" / plan_name
     started = done = failed = 0
     if not root.exists():
         return 0, 0, 0
     for run in root.iterdir():
-        if not run.is_dir() or run.stat().st_mtime < since - 5:
+        if not run.is_dir() or (run.stat().st_mtime < since - 5 and run.name != run_key):
             continue
         for trial in run.iterdir():
             if (trial / "spec.json").exists() and trial.stat().st_mtime >= since - 5:
                 started += 1
                 result = trial / "result.json"
-                if result.exists():
+                if result.exists() and result.stat().st_mtime >= since - 5:
                     done += 1
                     try:
                         failed += json.loads(result.read_text()).get("status") != "ok"
@@ -50,9 +62,14 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
 
     from gcbench.plan import expand, load_plan
 
+    from gcbench.factory.local import die_with_parent
+    from gcbench.factory.testrun import EXIT_INTERRUPTED, interrupted_run
+
     console = Console(soft_wrap=True)  # paths stay whole when the output is piped
     plan = load_plan(plan_file)
     n_trials = len(expand(plan, repetitions=repetitions, only_variants=variants or None))
+    resume = interrupted_run(plan.name, {"runner": runner or plan.runner, "repetitions": repetitions,
+                                         "variants": variants or []})
     logs = config.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -65,27 +82,58 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
         argv += ["--repetitions", str(repetitions)]
     for v in variants:
         argv += ["--variant", v]
+    if resume and resume.get("logical_date") and resume.get("run_after"):
+        argv += ["--logical-date", resume["logical_date"], "--run-after", resume["run_after"]]
+        if isinstance(resume.get("missing"), int) and 0 < resume["missing"] <= n_trials:
+            n_trials = resume["missing"]
+        console.print(f"resuming the interrupted run [cyan]{resume['run_id']}[/cyan]: the trials it stored are "
+                      f"not run again")
     console.print(f"[bold]GC-Bench[/bold] plan [cyan]{plan.name}[/cyan]: {n_trials} trials, runner "
                   f"{runner or plan.runner}; Airflow log: {log_path}")
+    resume_key = config.run_key(resume["run_id"]) if resume and resume.get("run_id") else None
     since = time.time()
+    stopping: list[str] = []
+
+    def _stop(signum, frame):  # Ctrl-C or SIGTERM: one SIGINT to the child, then wait for it
+        if not stopping:
+            stopping.append(signal.Signals(signum).name)
+            try:
+                proc.send_signal(signal.SIGINT)
+            except (ProcessLookupError, NameError):
+                pass
+            console.print("[yellow]stopping: the running trial is stopped and stored, no further trial starts, "
+                          "then a report of what completed is written[/yellow]")
+
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, transient=False) as progress:
-            bar = progress.add_task("trials", total=n_trials)
-            while proc.poll() is None:
-                started, done, failed = _count_results(plan.name, since)
-                desc = f"trials ({failed} failed)" if failed else "trials"
-                if done >= n_trials and n_trials:
-                    desc = "collect, validate, report"
-                progress.update(bar, completed=min(done, n_trials), description=desc)
-                time.sleep(0.5)
-            started, done, failed = _count_results(plan.name, since)
-            progress.update(bar, completed=min(done, n_trials))
+        # its own session: the terminal's Ctrl-C reaches only this process, which forwards it
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGINT))
+        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=False) as progress:
+                bar = progress.add_task("trials", total=n_trials)
+                while proc.poll() is None:
+                    started, done, failed = _count_results(plan.name, since, resume_key)
+                    desc = f"trials ({failed} failed)" if failed else "trials"
+                    if stopping:
+                        desc = "stopping"
+                    elif done >= n_trials and n_trials:
+                        desc = "collect, validate, report"
+                    progress.update(bar, completed=min(done, n_trials), description=desc)
+                    time.sleep(0.5)
+                started, done, failed = _count_results(plan.name, since, resume_key)
+                progress.update(bar, completed=min(done, n_trials))
+        finally:
+            proc.wait()  # never leave before the child (and every process it started) has ended
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     if not status_path.exists():
         console.print(f"[red]the run did not finish (exit status {proc.returncode}); see {log_path}[/red]")
-        return proc.returncode or 1
+        return EXIT_INTERRUPTED if stopping else proc.returncode or 1
     status = json.loads(status_path.read_text())
+    if status.get("interrupted") or stopping:
+        return _print_interrupted(console, status, n_trials, log_path)
     ok = status["state"] == "success"
     console.print(f"DAG run [cyan]{status['run_id']}[/cyan]: [{'green' if ok else 'red'}]{status['state']}[/]")
     bad = {k: v for k, v in status["tasks"].items() if v not in ("success", "skipped")}
@@ -107,3 +155,21 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
         console.print("[red]no trial of this run is valid: the report has no statistics[/red]")
         return 1
     return 0 if ok and status.get("report") else 1
+
+
+def _print_interrupted(console, status: dict, n_trials: int, log_path: Path) -> int:
+    """What an interrupted run left: the report of what completed, and one line."""
+    from gcbench.factory.testrun import EXIT_INTERRUPTED
+
+    info = status.get("interrupted") or {}
+    if status.get("report"):
+        console.print(f"report: {status['report']}")
+    done, total, missing = info.get("done"), info.get("total"), info.get("missing")
+    if isinstance(done, int) and isinstance(total, int) and isinstance(missing, int):
+        console.print(f"interrupted after {done} of {total} trials; run again to do the {missing} missing "
+                      f"{'one' if missing == 1 else 'ones'}")
+    elif isinstance(done, int) and status.get("run_id"):
+        console.print(f"interrupted after {done} trials; run again to do the missing ones")
+    else:
+        console.print(f"interrupted before any trial ran (see {log_path}); run again to start it")
+    return EXIT_INTERRUPTED

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from gcbench.errors import PlanError
-from gcbench.factory.dag import build_dag, host_device_sets, place_trials
+from gcbench.factory.dag import build_dag, host_device_sets, place_trials, plan_pools
 from gcbench.plan.expand import expand
 from gcbench.plan.loader import plan_from_text
 
@@ -44,7 +44,7 @@ def test_each_host_gets_its_own_gpu_tasks_queue_and_pools(dag):
     assert runs == {
         "run_trial_alpha_gpu0": ("gpu-alpha", "gcbench_alpha_gpu0"),
         "run_trial_alpha_gpu1": ("gpu-alpha", "gcbench_alpha_gpu1"),
-        "run_trial_alpha_gpu0_1": ("gpu-alpha", "gcbench_alpha_gpu0_1"),
+        "run_trial_alpha_gpu0_1": ("gpu-alpha", "gcbench_alpha_gpu0"),  # its first GPU's pool; leases hold both
         "run_trial_beta_gpu0": ("gpu-beta", "gcbench_beta_gpu0"),  # beta has one GPU: no 2-GPU task
     }
     for host, queue in (("alpha", "gpu-alpha"), ("beta", "gpu-beta")):
@@ -53,6 +53,10 @@ def test_each_host_gets_its_own_gpu_tasks_queue_and_pools(dag):
     central = {t.task_id: t.queue for t in dag.tasks if t.task_id in ("expand_trials", "validate", "report")}
     assert central == {"expand_trials": "default", "validate": "default", "report": "default"}
     assert "collect" not in dag.task_dict and "run_trial_gpu0" not in dag.task_dict
+
+
+def test_every_host_gpu_has_one_pool(plan):
+    assert plan_pools(plan) == ["gcbench_alpha_gpu0", "gcbench_alpha_gpu1", "gcbench_beta_gpu0"]
 
 
 def test_multi_gpu_trials_wait_for_the_single_gpu_trials_of_their_host(dag):
@@ -80,11 +84,12 @@ def test_placement_does_not_change_trial_ids(plan):
         assert placed.compute_id() == spec.trial_id
 
 
-def test_without_hosts_the_single_machine_pools_are_unchanged():
+def test_without_hosts_every_trial_task_queues_in_a_single_gpu_pool():
     plan = plan_from_text(PLAN.split("hosts:")[0] + "workloads:" + PLAN.split("workloads:")[1], "one.yaml")
     dag = build_dag(plan)
     runs = {t.task_id: (t.queue, t.pool) for t in dag.tasks if t.task_id.startswith("run_trial_")}
-    assert runs == {"run_trial_gpu0": ("default", "gcbench_gpu0"), "run_trial_gpu0_1": ("default", "gcbench_gpu0_1")}
+    assert runs == {"run_trial_gpu0": ("default", "gcbench_gpu0"), "run_trial_gpu0_1": ("default", "gcbench_gpu0")}
+    assert plan_pools(plan) == ["gcbench_gpu0", "gcbench_gpu1"]
 
 
 def test_a_trial_no_host_can_hold_is_a_plan_error():

@@ -136,16 +136,35 @@ class AirflowStack:
         raise TimeoutError(f"waited {timeout_s:.0f} s for {what}\n{self.logs()}")
 
     def token(self) -> str:
+        """A JWT for the API, kept for a few minutes (asking for one per request slows a
+        loaded API server down)."""
+        cached = getattr(self, "_token", None)
+        if cached and time.monotonic() - cached[1] < 300:
+            return cached[0]
         req = urllib.request.Request(f"{self.url}/auth/token", method="POST",
                                      data=json.dumps({"username": "admin", "password": ADMIN_PASSWORD}).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())["access_token"]
+        with urllib.request.urlopen(req, timeout=30) as r:
+            token = json.loads(r.read())["access_token"]
+        self._token = (token, time.monotonic())
+        return token
+
+    def post(self, path: str, body: dict) -> dict:
+        """POST JSON to the API (authenticated); returns the JSON answer.
+
+        Raises:
+            urllib.error.HTTPError: the API refused it (its body holds the reason).
+        """
+        req = urllib.request.Request(self.url + path, method="POST", data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {self.token()}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
 
     def get(self, path: str, auth: bool = True) -> dict | None:
-        headers = {"Authorization": f"Bearer {self.token()}"} if auth else {}
-        try:
-            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=10) as r:
+        try:  # a busy API server (slow answer, timeout) is "no answer yet" to the callers' waits
+            headers = {"Authorization": f"Bearer {self.token()}"} if auth else {}
+            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=30) as r:
                 return json.loads(r.read())
         except (OSError, ValueError):
             return None

@@ -6,18 +6,32 @@
 * ``expand_trials`` turns the plan (and the trigger form's parameters) into trial
   specs, registers the DAG run in the results database, and leaves out the trials
   already stored for this run or its logical date, so a re-run or a backfill never
-  runs or stores a trial twice.
-* ``run_trial_<key>`` is one mapped task per set of GPUs, in the Airflow pool
-  ``gcbench_<key>`` (1 slot: two trials never share a GPU). Trials using several
-  GPUs wait for the single-GPU tasks of those GPUs.
+  runs or stores a trial twice. A run with nothing left to do says so in its log and
+  its report, and succeeds.
+* ``run_trial_<key>`` is one mapped task per set of GPUs. Airflow pools queue them:
+  one pool per single GPU (``gcbench_gpu0``, 1 slot), a multi-GPU trial in the pool of
+  its first GPU. What makes two trials never share a GPU, across DAGs, plans and
+  hosts, is the GPU lease each trial takes before it starts and holds until it ends:
+  a PostgreSQL advisory lock per (host, GPU) in the results database
+  (:mod:`gcbench.store.gpulock`). Trials using several GPUs also wait for the
+  single-GPU tasks of those GPUs in the same run.
 * ``collect`` runs whatever happened to the trials (``all_done``): a trial that died
   is stored as failed with its log tail, and the others are kept.
+* ``check_trials`` is the run's verdict and its last task (``all_done``, a leaf:
+  Airflow 3 decides a run's state from its leaves): it fails the run when
+  ``expand_trials``, ``build_tokenizers``, ``collect``, ``validate`` or ``report`` failed,
+  when trials never ran, when a run with trials to run stored none, or when
+  ``gcbench run`` was interrupted. Trials that ran and failed or measured invalid do
+  not fail it (they are stored and reported with their reasons).
+* Errors a retry would meet again (a plan or parameter error, a TypeError or
+  ValueError) fail their task at once (``AirflowFailException``); only infrastructure
+  failures (database, Docker engine, a trial that cannot start, busy GPUs) are retried.
 * Plans with a ``schedule`` get a ``regression_check`` after ``report``
   (:mod:`gcbench.regression`): it fails on an energy regression against the last
   nights and fires :class:`gcbench.notify.RegressionNotifier`.
 * Plans with ``hosts:`` (CeleryExecutor, docs/multi-host.md) get, per host, their own
   ``build_tokenizers_<host>``, ``trials_<host>_<gpus>``, ``run_trial_<host>_<gpus>``
-  (pool ``gcbench_<host>_<gpus>``) and ``collect_<host>`` tasks on the host's Celery
+  (pool ``gcbench_<host>_gpu<i>``) and ``collect_<host>`` tasks on the host's Celery
   ``queue``: trial outputs stay on the host that ran them, and only expand, validate,
   report and the regression check run on the central workers. Trials are placed
   round-robin over the hosts' GPUs (:func:`place_trials`); placement is not part of
@@ -31,9 +45,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from gcbench.plan.expand import variants
 from gcbench.plan.schema import Plan
@@ -65,6 +80,66 @@ def device_sets(plan: Plan) -> list[list[int]]:
 def host_pool_name(host: str, devices: list[int]) -> str:
     """Airflow pool of a set of GPUs of one host (``gcbench_<host>_gpu0``)."""
     return f"gcbench_{host}_{device_key(devices)}"
+
+
+def trial_pool(devices: list[int], host: str | None = None) -> str:
+    """The pool a trial task queues in: its first GPU's (``gcbench_gpu0`` for [0] and
+    for [0, 1]; ``gcbench_<host>_gpu0`` on a host). Pools only queue; the GPU lease
+    (:mod:`gcbench.store.gpulock`) holds every GPU of the trial."""
+    first = list(devices[:1])
+    return pool_name(first) if host is None else host_pool_name(host, first)
+
+
+def plan_pools(plan: Plan) -> list[str]:
+    """Every pool the plan's trial tasks use: one per single GPU (1 slot each).
+
+    Raises:
+        PlanError: as :func:`host_device_sets`.
+    """
+    names: list[str] = []
+    if plan.hosts:
+        for host, sets in host_device_sets(plan).items():
+            for gpu in sorted({d for s in sets for d in s}):
+                names.append(host_pool_name(host, [gpu]))
+            if any(not s for s in sets):
+                names.append(host_pool_name(host, []))
+    else:
+        sets = device_sets(plan)
+        names = [pool_name([gpu]) for gpu in sorted({d for s in sets for d in s})]
+        if any(not s for s in sets):
+            names.append(pool_name([]))
+    return list(dict.fromkeys(names))
+
+
+ERROR_XCOM = "gcbench_error"
+"""XCom key under which a task failed by :func:`fail_fast` leaves its one-line reason."""
+
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (TypeError, ValueError, KeyError)
+"""Errors that a retry would meet again (with :class:`gcbench.errors.PlanError`)."""
+
+
+@contextmanager
+def fail_fast(what: str) -> Iterator[None]:
+    """Turn errors a retry cannot fix into ``AirflowFailException`` (failed at once, no
+    retry, the reason in one line): PlanError, TypeError, ValueError, KeyError. Other
+    errors (StoreError, OSError, the Docker engine) pass through and are retried.
+    A context manager, or a decorator of a task's function (under ``@task``)."""
+    from gcbench.errors import PlanError
+
+    try:
+        yield
+    except (PlanError, *DETERMINISTIC_ERRORS) as exc:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        message = f"{what}: {type(exc).__name__}: {exc}"
+        print(message)
+        try:  # check_trials repeats it as the run's reason
+            from airflow.sdk import get_current_context
+
+            get_current_context()["ti"].xcom_push(key=ERROR_XCOM, value=message[:2000])
+        except Exception:  # noqa: BLE001 - outside a task, or XCom unavailable: the log has it
+            pass
+        raise AirflowFailException(message) from exc
 
 
 def host_device_sets(plan: Plan) -> dict[str, list[list[int]]]:
@@ -157,7 +232,7 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
         for devices in device_sets(plan):
             key = device_key(devices)
             out += [("task id", f"trials_{key}", ("devices",)), ("task id", f"run_trial_{key}", ("devices",)),
-                    ("pool", pool_name(devices), ("devices",))]
+                    ("pool", trial_pool(devices), ("devices",))]
         return out
     for host, sets in host_device_sets(plan).items():
         field = ("hosts", host)
@@ -167,7 +242,7 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
         for devices in sets:
             key = device_key(devices)
             out += [("task id", f"trials_{host}_{key}", field), ("task id", f"run_trial_{host}_{key}", field),
-                    ("pool", host_pool_name(host, devices), field)]
+                    ("pool", trial_pool(devices, host), field)]
     return out
 
 
@@ -305,6 +380,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
     ) as dag:
 
         @task
+        @fail_fast("expand_trials")
         def expand_trials() -> list[dict[str, Any]]:
             """Plan -> trial specs for this run (already-stored trials left out)."""
             from gcbench import config
@@ -320,8 +396,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             run = run_params_from_conf(plan, params)  # the trigger's checks again: one line, whatever got here
             specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
             with db.connection() as conn:
-                ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None,
-                                    dict(params))
+                pk = ingest.register_run(conn, plan, plan.dag_id, run_id,
+                                         logical_date.isoformat() if logical_date else None, dict(params))
+                ingest.reset_run_outcome(conn, pk)
                 stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id,
                                               logical_date.isoformat() if logical_date else None)
             out: list[dict[str, Any]] = []
@@ -337,41 +414,76 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     item["spec"] = spec.model_dump(mode="json")
                 out.append(item)
             print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
+            if specs and not out:  # a re-run or backfill of a date that has everything: green, and says so
+                when = f" for logical date {logical_date.isoformat()}" if logical_date else ""
+                note = (f"Nothing to run: all {len(specs)} trials of this run were already stored{when}; "
+                        "this run ran and stored no trial.")
+                with db.connection() as conn:
+                    ingest.add_run_note(conn, pk, note)
+                print(note)
             return out
 
         @task
         def select_trials(trials: list[dict[str, Any]], key: str, host: str | None = None) -> list[dict[str, Any]]:
-            """The trials of one set of GPUs of one host (one mapped task, one pool, per set)."""
+            """The trials of one set of GPUs of one host (one mapped task per set)."""
             return [t for t in trials if device_key(t["devices"]) == key and t.get("host") == host]
 
         def _run_trial(trial: dict[str, Any]) -> dict[str, Any]:
-            from gcbench.factory.local import RunnerOutcome, run_local
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            from gcbench.factory import local
+            from gcbench.factory.local import RunnerOutcome, TrialInterrupted, run_local
             from gcbench.spec import TrialSpec
+            from gcbench.store import gpulock
 
             ctx = get_current_context()
-            if "spec" in trial:  # placed on another host: write the spec file there
-                from gcbench.factory.local import write_spec
+            local.reinstall_stop_handlers()  # gcbench run: Ctrl-C stops the trial (a no-op under a scheduler)
+            if local.stop_requested():
+                raise AirflowSkipException(f"trial {trial['trial_id']} not started: {local.stop_requested()}")
+            with fail_fast(f"trial {trial.get('trial_id')}"):
+                if "spec" in trial:  # placed on another host: write the spec file there
+                    from gcbench.factory.local import write_spec
 
-                spec = TrialSpec.model_validate(trial["spec"])
-                write_spec(spec, Path(trial["outdir"]))
-            else:
-                spec = TrialSpec.from_file(trial["spec_path"])
+                    spec = TrialSpec.model_validate(trial["spec"])
+                    write_spec(spec, Path(trial["outdir"]))
+                else:
+                    spec = TrialSpec.from_file(trial["spec_path"])
             runner = ctx["params"].get("runner") or plan.runner
-            if runner == "docker":
-                import time
+            holder = f"trial {spec.trial_id} of {plan.dag_id} {ctx['run_id']}"
+            try:
+                # the lease is taken before the trial starts: its wait is in neither the
+                # measured window nor the trial's time limit (both start afterwards)
+                with gpulock.hold_gpus(trial["devices"], holder, should_stop=local.stop_requested) as lease:
+                    if runner == "docker":
+                        import time
 
-                from gcbench.factory.docker import run_docker
+                        from gcbench.factory.docker import run_docker
 
-                started = time.monotonic()
-                code = run_docker(spec, plan.image, Path(trial["outdir"]), ctx, timeout_s=plan.trial_timeout_s)
-                RunnerOutcome(spec.trial_id, code, time.monotonic() - started, False, trial["outdir"]).save()
+                        started = time.monotonic()
+                        interrupted = None
+                        code = None
+                        try:
+                            with local.interruptible(), trial_time_limit(plan.trial_timeout_s + DOCKER_GRACE_S):
+                                code = run_docker(spec, plan.image, Path(trial["outdir"]), ctx,
+                                                  timeout_s=plan.trial_timeout_s)
+                        except KeyboardInterrupt:  # gcbench run got Ctrl-C: the container is removed
+                            interrupted = local.stop_requested() or "interrupted"
+                        RunnerOutcome(spec.trial_id, code, time.monotonic() - started, False, trial["outdir"],
+                                      interrupted=interrupted, gpu_wait_s=lease.wait_s).save()
+                    else:
+                        outcome = run_local(spec, Path(trial["outdir"]), plan.trial_timeout_s, gpu_wait_s=lease.wait_s)
+                        code, interrupted = outcome.exit_code, outcome.interrupted
+            except (gpulock.LeaseAborted, TrialInterrupted) as exc:
+                raise AirflowSkipException(f"trial {spec.trial_id} not started: {exc}") from exc
+            if interrupted:
+                print(f"trial {spec.trial_id} ({trial['label']}) stopped: {interrupted}")
             else:
-                code = run_local(spec, Path(trial["outdir"]), plan.trial_timeout_s).exit_code
-            print(f"trial {spec.trial_id} ({trial['label']}) exited with status {code}")
-            return {"trial_id": spec.trial_id, "exit_code": code}
+                print(f"trial {spec.trial_id} ({trial['label']}) exited with status {code}")
+            return {"trial_id": spec.trial_id, "exit_code": code, "interrupted": interrupted}
 
         specs = expand_trials()
         upstream: dict[str | None, Any] = {host: specs for host in per_host}
+        essential: list[Any] = [specs]  # tasks whose failure fails the run (check_trials)
         if tokenizers:
 
             @task
@@ -381,7 +493,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 A compiler error fails the task at once with the compiler's message (a
                 retry would fail the same way); an unreachable engine is retried.
                 """
-                from airflow.exceptions import AirflowFailException
+                from airflow.sdk.exceptions import AirflowFailException
 
                 from gcbench import config
                 from gcbench.factory.tokenizers import build_local
@@ -410,7 +522,13 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     tok = build_tokenizers.override(task_id=f"build_tokenizers_{host}", queue=plan.hosts[host].queue)()
                 specs >> tok
                 upstream[host] = tok
+                essential.append(tok)
 
+        # the lease wait comes before the trial's own limit (run_local, trial_time_limit):
+        # the task's execution_timeout is only a backstop above both
+        from gcbench.store.gpulock import lock_timeout_s
+
+        backstop = timedelta(seconds=plan.trial_timeout_s + DOCKER_GRACE_S + lock_timeout_s() + 120)
         run_tasks: dict[str | None, list[tuple[list[int], Any]]] = {}
         for host, host_sets in per_host.items():
             prefix = "" if host is None else f"{host}_"
@@ -422,9 +540,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 mapped = task(
                     _run_trial,
                     task_id=f"run_trial_{prefix}{key}",
-                    pool=pool_name(devices) if host is None else host_pool_name(host, devices),
+                    pool=trial_pool(devices, host),
                     map_index_template="{{ task.op_kwargs['trial']['label'] }}",
-                    execution_timeout=timedelta(seconds=plan.trial_timeout_s + 120),
+                    execution_timeout=backstop,
                     trigger_rule="all_done" if len(devices) > 1 else "all_success",
                     **queue,
                 ).expand(trial=selected)
@@ -435,11 +553,16 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 run_tasks[host].append((devices, mapped))
 
         @task(trigger_rule="all_done", retries=retries + 1 if retries else 0)
-        def collect(trials: list[dict[str, Any]], host: str | None = None) -> dict[str, Any]:
+        def collect(trials: list[dict[str, Any]] | None, host: str | None = None) -> dict[str, Any]:
             """Load every trial folder of this run (of one host) into PostgreSQL (one transaction per trial)."""
-            return collect_run(plan, get_current_context(), [t for t in trials or [] if t.get("host") == host])
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            if trials is None:  # expand_trials failed: check_trials fails the run and says why
+                raise AirflowSkipException("nothing to collect: expand_trials produced no trial list")
+            return collect_run(plan, get_current_context(), [t for t in trials if t.get("host") == host])
 
         @task
+        @fail_fast("validate")
         def validate() -> dict[str, Any]:
             """Apply the validation rules and store validity and reasons."""
             from gcbench.store import db, queries
@@ -453,33 +576,48 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             return summary
 
         @task
+        @fail_fast("report")
         def report() -> str:
             """Write the HTML, Markdown and CSV report of this run; returns the HTML path."""
+            from gcbench.factory import local
             from gcbench.report.build import report_run
 
             ctx = get_current_context()
+            if local.stop_requested():  # gcbench run got Ctrl-C: the report says so
+                print(record_interruption(plan, ctx["run_id"], ctx["params"], local.stop_requested())[0])
             path = report_run(plan, ctx["run_id"])
             print(f"report: {path}")
             return str(path)
 
-        @task(retries=0)
-        def check_trials(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-            """Fail the DAG run when trials never ran (an infrastructure failure that outlived
-            its retries); trials that ran and failed or measured invalid do not fail it."""
-            from gcbench.errors import TrialError
+        collect_ids: list[str] = []
 
-            not_run = sum(s.get("not_run", 0) for s in summaries)
-            if not_run:
-                raise TrialError(None, f"{not_run} trial(s) of this run never ran (see the run_trial task logs); "
-                                       "the others are stored and reported")
-            unreadable = sum(s.get("spec_unreadable", 0) for s in summaries)
-            if unreadable:
-                raise TrialError(None, f"{unreadable} trial(s) of this run could not be stored: their spec.json is "
-                                       "unreadable and the plan has no such trial (see the collect task log)")
-            return {"trials": sum(s.get("trials", 0) for s in summaries)}
+        @task(trigger_rule="all_done", retries=0)
+        def check_trials() -> dict[str, Any]:
+            """The run's verdict (see the module docstring): fails the run, with the reasons
+            in one line, when a step failed, trials never ran, a run with trials to run
+            stored none, or ``gcbench run`` was interrupted."""
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from gcbench.factory import local
+
+            ctx = get_current_context()
+            ti, run_id = ctx["ti"], ctx["run_id"]
+            states = (ti.get_task_states(dag_id=plan.dag_id, task_ids=essential_ids, run_ids=[run_id]) or {})
+            states = {t: str(st) for t, st in states.get(run_id, {}).items()}
+            errors = {t: ti.xcom_pull(task_ids=t, key=ERROR_XCOM) for t in essential_ids if states.get(t) == "failed"}
+            summaries = [s for s in (ti.xcom_pull(task_ids=c) for c in collect_ids) if isinstance(s, dict)]
+            reasons, total = run_verdict(essential_ids, states, errors, summaries, local.stop_requested())
+            if reasons:
+                print("run failed: " + "; ".join(reasons))
+                raise AirflowFailException("; ".join(reasons))
+            if not total["trials"]:
+                print("nothing to run: every trial of this run was already stored (see expand_trials)")
+            else:
+                print(f"trials: {total['trials']} ran, {total['stored'] + total['unchanged']} stored, "
+                      f"{total['failed']} failed")
+            return total
 
         validated = validate()
-        summaries = []
         for host, tasks in run_tasks.items():
             if host is None:
                 collected = collect(specs)
@@ -488,9 +626,14 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             for _, mapped in tasks:
                 mapped >> collected
             collected >> validated
-            summaries.append(collected)
-        reported = validated >> report()
-        reported >> check_trials(summaries)
+            essential.append(collected)
+            collect_ids.append(collected.operator.task_id)
+        reported = report()
+        validated >> reported
+        essential_ids = [t.operator.task_id for t in essential] + ["validate", "report"]
+        checked = check_trials()
+        for t in [*essential, validated, reported]:
+            t >> checked
         if plan.schedule:
             from gcbench.notify import RegressionNotifier
 
@@ -526,15 +669,137 @@ def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
         why = f"spec.json holds trial {spec.trial_id!r}"
     except Exception as exc:  # noqa: BLE001 - any unreadable spec.json: rebuilt from the plan below
         why = f"spec.json unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    from gcbench.plan.params import run_params_from_conf
+
     params = (ctx.get("params") if hasattr(ctx, "get") else None) or {}
     try:
-        specs = expand(plan, repetitions=params.get("repetitions"), only_variants=params.get("variants") or None)
+        run = run_params_from_conf(plan, params)
+        specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
     except Exception as exc:  # noqa: BLE001 - reported with the reason, never raised on every retry
         return None, f"{why}; the plan does not expand ({exc})"
     for spec in specs:
         if spec.trial_id == item.get("trial_id"):
             return spec.model_copy(update={"devices": item.get("devices") or spec.devices}), None
     return None, f"{why}; the plan has no trial {item.get('trial_id')!r}"
+
+
+def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any], summaries: list[dict[str, Any]],
+                stop: str | None) -> tuple[list[str], dict[str, int]]:
+    """Why a DAG run must fail (``check_trials``), from what its steps did.
+
+    Args:
+        steps: the task ids whose failure fails the run (expand_trials,
+            build_tokenizers*, collect*, validate, report), in order.
+        states: ``{task id: state}`` of this run (``failed``, ``upstream_failed``, ...).
+        errors: ``{task id: one-line reason}`` left by failed steps (:func:`fail_fast`).
+        summaries: what each ``collect`` returned (:func:`collect_run`).
+        stop: the stop request of ``gcbench run`` (Ctrl-C), or None.
+
+    Returns:
+        (reasons, the summaries' totals). No reason: the run succeeds; trials that
+        ran and failed or measured invalid are no reason (they are stored with theirs).
+        Reasons: interrupted; a step failed (its own reason when it left one; the
+        upstream-failed ones only when no step failed itself); trials never ran; trials
+        to run but none stored.
+    """
+    total = {k: sum(int(s.get(k, 0) or 0) for s in summaries)
+             for k in ("trials", "stored", "unchanged", "failed", "not_run", "not_started", "interrupted",
+                       "spec_unreadable")}
+    reasons: list[str] = []
+    if stop:
+        reasons.append(f"interrupted by {stop}; {total['not_started']} trial(s) not started")
+    failed = [t for t in steps if states.get(t) == "failed"] or [t for t in steps if states.get(t) == "upstream_failed"]
+    for task_id in failed:
+        why = errors.get(task_id)
+        reasons.append(why if isinstance(why, str) and why else f"{task_id} {states.get(task_id)} (see the task log)")
+    if total["not_run"]:
+        reasons.append(f"{total['not_run']} trial(s) never ran (see the run_trial task logs)")
+    if total["spec_unreadable"]:
+        reasons.append(f"{total['spec_unreadable']} trial(s) could not be stored: their spec.json is unreadable "
+                       "and the plan has no such trial (see the collect task log)")
+    if total["trials"] and not (total["stored"] + total["unchanged"]):
+        reasons.append(f"none of the {total['trials']} trial(s) to run was stored")
+    return reasons, total
+
+
+DOCKER_GRACE_S = 120.0
+"""Seconds a trial container may run beyond the plan's ``trial_timeout_s`` (start-up,
+image load) before the runner stops it."""
+
+
+@contextmanager
+def trial_time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``AirflowTaskTimeout`` in the block after ``seconds`` (SIGALRM; main thread
+    only, elsewhere no limit). An outer timer (the task's ``execution_timeout``) is
+    kept: the shorter one fires, and the outer one is restored, less the time spent."""
+    import signal
+    import threading
+    import time
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_left and outer_left <= seconds:
+        yield
+        return
+    previous = signal.getsignal(signal.SIGALRM)
+
+    def _expired(signum, frame):
+        raise AirflowTaskTimeout(f"the trial ran past its time limit of {seconds:.0f} s")
+
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 0.001))
+
+
+def record_interruption(plan: Plan, run_id: str, params: dict[str, Any],
+                        reason: str) -> tuple[str, int, int | None, bool]:
+    """Store that a run was interrupted (``dag_runs.interrupted_at`` and a note for the report).
+
+    Returns:
+        (the note, trials done, trials of the run (None if its parameters do not
+        expand), whether it was recorded now (False: it already was)). "Done" counts
+        the trials stored as ok for this run or its logical date: a re-run of the run
+        skips exactly those.
+    """
+    from gcbench.errors import PlanError
+    from gcbench.plan.expand import expand
+    from gcbench.store import db, ingest, queries
+
+    from gcbench.plan.params import run_params_from_conf
+
+    try:
+        run = run_params_from_conf(plan, params)
+        total: int | None = len(expand(plan, repetitions=run.repetitions, only_variants=run.variants))
+    except (PlanError, TypeError, ValueError):  # parameters expand_trials refused: it said why
+        total = None
+    with db.connection() as conn:
+        pk = queries.dag_run_pk(conn, plan.dag_id, run_id)
+        if pk is None:
+            return f"interrupted by {reason} before the run was registered", 0, total, False
+        with conn.cursor() as cur:
+            cur.execute("SELECT logical_date FROM dag_runs WHERE id = %s", (pk,))
+            logical = cur.fetchone()[0]
+        conn.commit()
+        stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id, logical.isoformat() if logical else None)
+        done = sum(1 for status in stored.values() if status == "ok")
+        if total is None:
+            note = f"Interrupted by {reason} after {done} trials."
+        else:
+            note = (f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
+                    f"{total - done} missing ones.")
+        recorded = ingest.add_run_note(conn, pk, note, interrupted=True)
+    return note, done, total, recorded
 
 
 def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -545,24 +810,35 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
     repaired (``text_repaired``); each trial's notes on those are printed and kept in
     ``trials.ingest_notes``.
 
+    A trial stopped on request (``gcbench run`` interrupted) is stored as failed with
+    ``interrupted: ...`` and the samples it has; a trial that did not start because
+    of the interruption is left out (``not_started``): a re-run does it.
+
     Raises:
         StoreError: the database failed; the task is retried and, once the server is
             back, every sample is stored exactly once.
     """
+    from gcbench.factory import local
     from gcbench.store import db, ingest
 
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
     summary: dict[str, Any] = {"trials": 0, "stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "not_run": 0,
                                "samples": 0, "samples_dropped": 0, "fields_nulled": 0, "text_repaired": 0,
-                               "spec_unreadable": 0}
+                               "spec_unreadable": 0, "not_started": 0, "interrupted": 0}
     with db.connection() as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
             outdir = Path(item["outdir"])
             exit_code = ingest.runner_exit_code(outdir)
+            interrupted = ingest.runner_interrupted(outdir)
+            started = exit_code is not None or interrupted is not None or any(
+                (outdir / name).exists() for name in ("result.json", "trial.log", "runner.log"))
+            if not started and local.stop_requested():
+                summary["not_started"] += 1  # never started because the run was stopped: missing, not failed
+                continue
             summary["trials"] += 1
-            if exit_code is None and not (outdir / "result.json").exists():
+            if exit_code is None and not (outdir / "result.json").exists() and not interrupted:
                 summary["not_run"] += 1  # no runner outcome, no result: the trial never started
             spec, why = _item_spec(plan, ctx, item)
             if spec is None:  # no trial row can be made without its spec: counted (check_trials fails), the others stored
@@ -571,11 +847,12 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
                 print(f"trial {item.get('trial_id')}: refused: {why}")
                 continue
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
-                                           carbon=plan.carbon.model_dump(mode="json"))
+                                           carbon=plan.carbon.model_dump(mode="json"), interrupted=interrupted)
             summary[outcome.action] += 1
             summary["samples"] += outcome.samples
             for key in ("samples_dropped", "fields_nulled", "text_repaired"):
                 summary[key] += getattr(outcome, key)
+            summary["interrupted"] += bool(interrupted)
             if outcome.status == "failed":
                 summary["failed"] += 1
             if outcome.action == "refused" or outcome.status != "ok":

@@ -1,14 +1,24 @@
 """Running one plan's DAG in-process with Airflow's ``dag.test()`` (``gcbench run``).
 
 ``python -m gcbench.factory.testrun PLAN.yaml STATUS.json [--runner R] [--repetitions N]
-[--variant V]... [--logical-date ISO8601]``
+[--variant V]... [--logical-date ISO8601 [--run-after ISO8601]]``
 
 ``--logical-date`` runs the DAG for that date, as a scheduled night or a backfill of
-it would (the run id is ``manual__<date>``; running the same date again replaces the
-Airflow run, and the trials already stored for the date are not run again).
+it would (running the same date again replaces the Airflow run, and the trials
+already stored for the date are not run again). The run id is
+``manual__<run after>`` (default: now); ``--run-after`` gives it, so that a run
+interrupted by Ctrl-C is resumed under its own run id (``gcbench run`` does so).
+
+SIGINT (Ctrl-C, forwarded by ``gcbench run``) and SIGTERM stop the run cleanly: the
+running trial is stopped and stored as interrupted with the samples it has, no
+further trial starts, the trials that ran are collected, validated and reported, the
+run is failed and marked interrupted (``dag_runs.interrupted_at``, a note in the
+report), ``interrupted.json`` beside the plan's runs says how to resume it, and the
+process exits 130 once the trial processes and the embedded PostgreSQL have ended.
 
 Airflow needs a metadata database and a DAG bundle for ``dag.test()``: a SQLite
-database under ``$GCBENCH_HOME/airflow`` (``AIRFLOW_HOME`` unless set) is migrated
+database under ``$GCBENCH_HOME/airflow-run`` (``AIRFLOW_HOME`` unless set; never the
+home of ``gcbench airflow up``, whose scheduler must not share it) is migrated
 once, and a one-line DAG file for this plan is written to a private dags folder, so
 the run neither depends on nor disturbs the project's other plans. The GPU pools are
 created (1 slot each). The outcome is written to STATUS.json.
@@ -30,11 +40,26 @@ dag = build_dag(load_plan({path!r}), {path!r})
 '''
 
 
+def select_airflow_home() -> Path:
+    """Set ``AIRFLOW_HOME`` for dag.test(): as given, else ``$GCBENCH_HOME/airflow-run``;
+    never the home of ``gcbench airflow up`` (its scheduler must not share it). Called
+    before anything imports Airflow, which reads the variable once."""
+    from gcbench import config
+    from gcbench.airflow_local import CFG_HEADER
+
+    home = Path(os.environ.get("AIRFLOW_HOME") or config.home() / "airflow-run")
+    try:
+        if (home / "airflow.cfg").read_text(encoding="utf-8", errors="replace").startswith(CFG_HEADER):
+            home = config.home() / "airflow-run"
+    except OSError:
+        pass
+    os.environ["AIRFLOW_HOME"] = str(home)
+    return home
+
+
 def prepare_airflow(plan_path: Path, plan_name: str) -> Path:
     """Set up AIRFLOW_HOME, its SQLite DB and a dags folder holding only this plan."""
-    from gcbench import config
-
-    home = Path(os.environ.setdefault("AIRFLOW_HOME", str(config.home() / "airflow")))
+    home = select_airflow_home()
     dags = home / "gcbench-run-dags"
     dags.mkdir(parents=True, exist_ok=True)
     for old in dags.glob("*.py"):
@@ -82,15 +107,53 @@ def trial_counts(dag_id: str, run_id: str) -> dict[str, int]:
     return counts
 
 
+EXIT_INTERRUPTED = 130
+"""Exit status of an interrupted run (128 + SIGINT, as shells report Ctrl-C)."""
+
+
+def resume_file(plan_name: str) -> Path:
+    """``$GCBENCH_HOME/runs/<plan>/interrupted.json``: the last interrupted ``gcbench run``
+    of a plan (run id, logical date, run after, conf), until a run completes it."""
+    from gcbench import config
+
+    return config.home() / "runs" / plan_name / "interrupted.json"
+
+
+def interrupted_run(plan_name: str, conf: dict) -> dict | None:
+    """The interrupted run of this plan to resume with this conf, or None."""
+    path = resume_file(plan_name)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("conf") != conf:
+        return None
+    return record
+
+
 def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
-        variants: list[str] | None = None, logical_date: str | None = None) -> int:
+        variants: list[str] | None = None, logical_date: str | None = None, run_after: str | None = None) -> int:
     """Run the plan's DAG once with dag.test(); write the outcome to ``status_path``.
 
     ``logical_date`` (ISO 8601, a time zone required) sets the run's logical date;
-    default: now.
+    default: now. ``run_after`` (with ``logical_date``) sets the run id
+    (``manual__<run_after>``). Returns 0 (success), 1 (failed) or 130 (interrupted).
     """
+    from gcbench.factory import local
+    from gcbench.store import db
+
+    local.install_stop_handlers()
+    try:
+        return _run(plan_path, status_path, runner, repetitions, variants, logical_date, run_after)
+    finally:
+        db.stop_embedded()
+
+
+def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
+         variants: list[str] | None, logical_date: str | None, run_after: str | None) -> int:
     import re
 
+    from gcbench.factory import local
     from gcbench.plan.loader import load_plan
 
     # Airflow first: loading a plan with a schedule imports Airflow (its timetable checks
@@ -102,12 +165,19 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
     dag = build_dag(plan, plan_path, retries=0)
     ensure_pools(dag)
     conf = {"runner": runner or plan.runner, "repetitions": repetitions, "variants": variants or []}
-    if logical_date is not None:
-        import pendulum
+    if local.stop_requested():  # before any task: nothing ran, nothing to store
+        status_path.write_text(json.dumps({"dag_id": dag.dag_id, "run_id": None, "state": "failed", "tasks": {},
+                                           "report": None, "interrupted": {"reason": local.stop_requested(),
+                                                                           "done": 0, "total": None}}, indent=2))
+        return EXIT_INTERRUPTED
+    import pendulum
 
-        dag_run = dag.test(run_conf=conf, logical_date=pendulum.parse(logical_date))
-    else:
-        dag_run = dag.test(run_conf=conf)
+    kwargs = {}
+    if logical_date is not None:
+        kwargs["logical_date"] = pendulum.parse(logical_date)
+        if run_after is not None:
+            kwargs["run_after"] = pendulum.parse(run_after)
+    dag_run = dag.test(run_conf=conf, **kwargs)
     states = {}
     from airflow.utils.session import create_session
     from airflow.models.taskinstance import TaskInstance
@@ -123,12 +193,54 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
     status = {"dag_id": dag.dag_id, "run_id": dag_run.run_id, "state": str(dag_run.state),
               "tasks": states, "report": str(report) if report.exists() else None,
               "run_dir": str(config.run_dir(plan.name, dag_run.run_id))}
-    from gcbench.store import db
-
     status["trials"] = trial_counts(plan.dag_id, dag_run.run_id)
+    code = 0 if str(dag_run.state) == "success" else 1
+    resume = resume_file(plan.name)
+    reason = local.stop_requested()
+    if reason:
+        code = EXIT_INTERRUPTED
+        status["state"] = "failed"
+        status["interrupted"] = _finish_interrupted(plan, dag_run, conf, reason, status)
+        resume.parent.mkdir(parents=True, exist_ok=True)
+        resume.write_text(json.dumps({"run_id": dag_run.run_id, "logical_date": _iso(dag_run.logical_date),
+                                      "run_after": _iso(dag_run.run_after), "conf": conf,
+                                      **status["interrupted"]}, indent=2))
+    elif code == 0 and resume.exists():
+        try:
+            if json.loads(resume.read_text(encoding="utf-8")).get("run_id") == dag_run.run_id:
+                resume.unlink()  # the interrupted run is complete now
+        except (OSError, ValueError):
+            pass
     status_path.write_text(json.dumps(status, indent=2))
-    db.stop_embedded()
-    return 0 if str(dag_run.state) == "success" else 1
+    return code
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _finish_interrupted(plan, dag_run, conf: dict, reason: str, status: dict) -> dict:
+    """After an interrupted dag.test(): make sure the run is marked interrupted in the
+    results database and its report says so (written again if the interruption came
+    after the report task started); returns ``{reason, done, total, missing}``."""
+    from gcbench import config
+    from gcbench.errors import GCBenchError
+    from gcbench.factory.dag import record_interruption
+
+    try:
+        note, done, total, recorded_now = record_interruption(plan, dag_run.run_id, conf, reason)
+        if recorded_now:  # the report task ran before the interruption, or never: write what completed
+            from gcbench.report.build import report_run
+
+            status["report"] = str(report_run(plan, dag_run.run_id))
+    except GCBenchError as exc:  # the run's state already says it failed; keep the numbers we have
+        print(f"could not record the interruption: {exc}", file=sys.stderr)
+        done, total = status.get("trials", {}).get("ok", 0), None
+    report = config.reports_dir() / plan.name / config.run_key(dag_run.run_id) / "report.html"
+    if report.exists():
+        status["report"] = str(report)
+    return {"reason": reason, "done": done, "total": total,
+            "missing": (total - done) if total is not None else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repetitions", type=int)
     parser.add_argument("--variant", action="append")
     parser.add_argument("--logical-date")
+    parser.add_argument("--run-after")
     args = parser.parse_args(argv)
-    return run(args.plan, args.status, args.runner, args.repetitions, args.variant, args.logical_date)
+    return run(args.plan, args.status, args.runner, args.repetitions, args.variant, args.logical_date,
+               args.run_after)
 
 
 if __name__ == "__main__":

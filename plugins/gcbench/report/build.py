@@ -14,6 +14,7 @@ def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | No
     from gcbench.validate import PRIMARY_METRIC
 
     trials = queries.trials_frame(conn, dag_run_pk)
+    notes, _ = queries.run_outcome(conn, dag_run_pk)
     history = None
     if plan.schedule:
         history = queries.history_frame(conn, plan.dag_id, tuple(sorted(set(PRIMARY_METRIC.values()))), limit_runs=30)
@@ -26,6 +27,7 @@ def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | No
         samples=lambda trial_id: queries.samples_frame(conn, dag_run_pk, trial_id),
         windows=lambda trial_id: queries.windows_of(conn, dag_run_pk, trial_id),
         history=history,
+        notes=notes,
     )
 
 

@@ -93,6 +93,9 @@ class ReportData:
         windows: trial_id -> {"main": {"start_s": .., "end_s": ..}, other windows}.
         history: for nightly plans, earlier runs' figures: columns run_id,
             logical_date, variant, metric, value; None otherwise.
+        notes: what happened to the run as a whole, shown at the report's top (the
+            run was interrupted; it had nothing to run because every trial was
+            already stored).
     """
 
     plan_name: str
@@ -103,6 +106,7 @@ class ReportData:
     samples: Callable[[str], "pandas.DataFrame"]
     windows: Callable[[str], dict]
     history: "pandas.DataFrame | None" = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -433,6 +433,33 @@ def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None,
     return pk
 
 
+def reset_run_outcome(conn, dag_run_pk: int) -> None:
+    """Forget a run's notes and interruption: it is (re-)running now."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE dag_runs SET notes = '[]'::jsonb, interrupted_at = NULL WHERE id = %s", (dag_run_pk,))
+    conn.commit()
+
+
+def add_run_note(conn, dag_run_pk: int, note: str, *, interrupted: bool = False) -> bool:
+    """Add a line to the run's notes (shown at the top of its report); with
+    ``interrupted``, also mark the run interrupted (``dag_runs.interrupted_at``).
+
+    Returns:
+        False when ``interrupted`` was asked and the run was already marked (nothing
+        is changed then), True otherwise.
+    """
+    with conn.cursor() as cur:
+        if interrupted:
+            cur.execute("UPDATE dag_runs SET interrupted_at = now(), notes = notes || %s::jsonb "
+                        "WHERE id = %s AND interrupted_at IS NULL", (json.dumps([note]), dag_run_pk))
+        else:
+            cur.execute("UPDATE dag_runs SET notes = notes || %s::jsonb WHERE id = %s AND NOT notes ? %s",
+                        (json.dumps([note]), dag_run_pk, note))
+        changed = cur.rowcount > 0
+    conn.commit()
+    return changed or not interrupted
+
+
 def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: str | None) -> dict[str, str]:
     """``{trial_id: status}`` already stored for this DAG run, or for its logical date.
 
@@ -509,14 +536,19 @@ def _load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dic
     return result, None
 
 
+def _runner_json(outdir: Path) -> dict:
+    try:
+        data = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def runner_exit_code(outdir: Path) -> int | None:
     """The trial's exit status as the runner saw it (runner.json), None when the file
     is missing or unreadable (a runner killed while writing it is not a reason to stop
     collecting)."""
-    try:
-        code = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8")).get("exit_code")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None
+    code = _runner_json(outdir).get("exit_code")
     return code if isinstance(code, int) and not isinstance(code, bool) and -(1 << 31) <= code < (1 << 31) else None
 
 
@@ -547,6 +579,15 @@ def progress_rows(trial_pk: int, result: dict | None) -> list[tuple[int, str, fl
             rows.append((trial_pk, key, float(t), n))
             last = n
     return rows
+
+
+def runner_interrupted(outdir: Path) -> str | None:
+    """Why the runner stopped the trial on request (runner.json ``interrupted``,
+    e.g. "SIGINT (Ctrl-C)"), or None when it was not stopped."""
+    reason = _runner_json(outdir).get("interrupted")
+    if not isinstance(reason, str) or not reason:
+        return None
+    return reason.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")[:200]  # text PostgreSQL takes
 
 
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
@@ -586,7 +627,7 @@ def _rollback(conn) -> None:
 
 
 def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
-                  carbon: dict[str, Any] | None = None) -> CollectOutcome:
+                  carbon: dict[str, Any] | None = None, interrupted: str | None = None) -> CollectOutcome:
     """Store one trial folder in one transaction; see the module docstring.
 
     Args:
@@ -596,6 +637,9 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         outdir: the trial's output folder.
         exit_code: the trial process's exit status as seen by the runner, if known.
         carbon: the plan's carbon settings, for CO2e metrics.
+        interrupted: why the runner stopped the trial on request, if it did: a trial
+            left without a result is then stored as failed with ``interrupted: ...``
+            as its error, its samples kept and marked partial (as for a kill).
 
     Returns:
         a :class:`CollectOutcome`; its notes say what was changed to store the trial.
@@ -611,7 +655,7 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
     import psycopg2
 
     try:
-        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon)
+        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon, interrupted=interrupted)
     except StoreError:
         _rollback(conn)
         raise
@@ -622,7 +666,7 @@ def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_cod
         what = "refused by the database" if isinstance(exc, psycopg2.Error) else f"not storable ({type(exc).__name__})"
         reason = f"trial files {what}: {str(exc).strip()}"
     try:
-        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon, refused=reason)
+        return _store_trial(conn, dag_run_pk, spec, outdir, exit_code, carbon, refused=reason, interrupted=interrupted)
     except Exception as exc:  # noqa: BLE001 - even the bare row failed: the database is at fault, retry
         _rollback(conn)
         raise StoreError(f"storing trial {spec.trial_id} failed: {str(exc).strip()}") from exc
@@ -655,7 +699,8 @@ def _metric_rows(trial_pk: int, metrics: dict[str, Any], notes: IngestNotes) -> 
 
 
 def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None,
-                 carbon: dict[str, Any] | None, refused: str | None = None) -> CollectOutcome:
+                 carbon: dict[str, Any] | None, refused: str | None = None,
+                 interrupted: str | None = None) -> CollectOutcome:
     """:func:`collect_trial`'s transaction; with ``refused`` (the reason), the trial is
     stored as failed without reading any of its files."""
     import psycopg2.extras
@@ -671,6 +716,10 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
         status = "failed"
         if refusal:
             error = refusal
+        elif interrupted:
+            error = (f"interrupted: {interrupted}; the trial was stopped"
+                     + (f" (exit status {exit_code})" if exit_code is not None else "")
+                     + ", its samples up to the stop are kept")
         elif exit_code is not None:
             error = f"trial process ended without a result (exit status {exit_code})"
         elif not (outdir / "trial.log").exists():

@@ -20,6 +20,18 @@ def dag_run_pk(conn, dag_id: str, run_id: str) -> int | None:
     return row[0] if row else None
 
 
+def run_outcome(conn, dag_run_pk: int) -> tuple[list[str], Any]:
+    """``(notes, interrupted_at)`` of a stored run (see migration 0005)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT notes, interrupted_at FROM dag_runs WHERE id = %s", (dag_run_pk,))
+        row = cur.fetchone()
+    conn.commit()
+    if row is None:
+        return [], None
+    notes = row[0] if isinstance(row[0], list) else json.loads(row[0] or "[]")
+    return [str(n) for n in notes], row[1]
+
+
 def trials_frame(conn, dag_run_pk: int):
     """One row per trial of a DAG run, with metrics as columns (NaN = unknown).
 
