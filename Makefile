@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
+BENCH_STAMP := $(VENV)/.gcbench-bench-installed
 
 .PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check clean
 
@@ -19,6 +20,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The benchmarks' anchors (tiktoken, Hugging Face tokenizers): pyproject's bench extra.
+# The tokenizer tests use them too (their equivalence tests skip without them).
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
+	touch $(BENCH_STAMP)
+
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
 system-deps:
 	@bash scripts/system_deps.sh go cargo chromium
@@ -31,7 +38,7 @@ test: setup system-deps
 	$(MAKE) test-native
 	$(MAKE) test-python
 
-test-python: setup
+test-python: setup $(BENCH_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-native:
@@ -43,7 +50,8 @@ test-native:
 test-docker: setup
 	bash scripts/test_docker.sh
 
-bench: setup
+bench: setup $(BENCH_STAMP)
+	@bash scripts/system_deps.sh go cargo
 	$(PY) benchmarks/run_all.py
 
 # On a GPU machine: NVML facts, edge correction and sampler overhead, then a short
