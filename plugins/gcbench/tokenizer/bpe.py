@@ -54,6 +54,7 @@ when no pair is left.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import os
@@ -148,11 +149,10 @@ class Merges:
         """Write the merges file to ``path`` (atomically: temp file then rename).
 
         Raises:
-            OutputError: the file or its folder cannot be written.
+            OutputError: the file or its folder cannot be written (:func:`atomic_write`).
         """
-        path = Path(path)
         atomic_write(path, self.to_bytes())
-        return path
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Merges:
@@ -164,7 +164,7 @@ class Merges:
                 gives the line and what is wrong (exit code 4).
         """
         try:
-            data = Path(path).read_bytes()
+            data = read_file(path)
         except OSError as exc:
             raise MergesNotFoundError(path, exc.strerror or str(exc)) from None
         return cls.from_bytes(data, source=str(path))
@@ -185,7 +185,7 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
     if len(header) != 3 or header[0] != MERGES_MAGIC.encode():
         raise MergesError(source, f"first line must be '{MERGES_MAGIC} {MERGES_VERSION} <count>'", line=1)
     if header[1] != MERGES_VERSION.encode():
-        raise MergesError(source, f"unsupported version {header[1]!r}, expected {MERGES_VERSION}", line=1)
+        raise MergesError(source, f"unsupported version {quote_bytes(header[1][:20])}, expected {MERGES_VERSION}", line=1)
     count = _parse_id(header[2], source, 1, "merge count")
     if len(lines) - 1 != count:
         raise MergesError(source, f"header announces {count} merges but the file has {len(lines) - 1}")
@@ -200,7 +200,7 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
 
 def _parse_id(text: bytes, source: str, line: int, what: str) -> int:
     if not text or not text.isdigit() or not text.isascii() or (len(text) > 1 and text[:1] == b"0") or len(text) > 10:
-        raise MergesError(source, f"{what} {text[:20]!r} is not a decimal number without leading zeros", line=line)
+        raise MergesError(source, f"{what} {quote_bytes(text[:20])} is not a decimal number without leading zeros", line=line)
     value = int(text)
     if value >= _MAX_ID:
         raise MergesError(source, f"{what} {value} is too large", line=line)
@@ -217,7 +217,7 @@ def _validate_pairs(pairs: tuple[tuple[int, int], ...], source: str) -> None:
             raise MergesError(source, f"merge {k} ({left} {right}) uses an id not smaller than the id it makes ({new_id})", line=k + 2)
         token = tokens[left] + tokens[right]
         if token in seen:
-            raise MergesError(source, f"merge {k} ({left} {right}) makes bytes {token!r} that an earlier id already has", line=k + 2)
+            raise MergesError(source, f"merge {k} ({left} {right}) makes bytes {quote_bytes(token[:20])} that an earlier id already has", line=k + 2)
         seen.add(token)
         tokens.append(token)
 
@@ -243,26 +243,69 @@ def merge_pair(ids, left: int, right: int, new_id: int) -> list[int]:
     return merged
 
 
-def atomic_write(path: Path, *chunks: bytes, what: str = "cannot write") -> None:
-    """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
+def quote_bytes(data: bytes) -> str:
+    """``data`` in double quotes for an error message, as the Go and Rust programs write it.
+
+    Printable ASCII stays (``"`` and ``\\`` get a backslash), every other byte is
+    ``\\xNN`` (two lower-case hex digits), so all three implementations print the same
+    message for any bytes, valid UTF-8 or not.
+    """
+    out = ['"']
+    for b in data:
+        if b in (0x22, 0x5C):
+            out.append("\\" + chr(b))
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    out.append('"')
+    return "".join(out)
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file, its path taken as given (no ``pathlib`` clean-up: ``"a/"``
+    is not ``"a"``, ``""`` is not ``"."``), as the Go and Rust programs open it.
 
     Raises:
-        OutputError: the folder is not writable or the disk is full (``what`` starts
-            the message); the temporary file is removed.
+        OSError: the operating system's error (missing, a directory, unreadable...).
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(os.fsdecode(path), "rb") as fh:
+        return fh.read()
+
+
+def atomic_write(path: str | os.PathLike[str], *chunks: bytes, what: str = "cannot write") -> None:
+    """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
+
+    The path is taken as given, split at its last ``/`` (the Go and Rust programs do the
+    same): the temporary file is ``<folder>/.<name>.tmp<pid>`` and the rename replaces
+    ``<folder>/<name>``. A path whose name is empty, ``.`` or ``..`` (``"out/"``) names a
+    folder and is refused with "Is a directory"; the empty path does not exist ("No such
+    file or directory", as ``open("")`` says).
+
+    Raises:
+        OutputError: the folder is missing or not writable, the path is a folder, or the
+            disk is full (``what`` starts the message, the operating system's reason
+            follows); the temporary file is removed.
+    """
+    target = os.fsdecode(path)
+    if not target:
+        raise OutputError(target, f"{what}: {os.strerror(errno.ENOENT)}")
+    folder, _, name = target.rpartition("/")
+    folder = folder + "/" if _ else ""
+    if name in ("", ".", ".."):
+        raise OutputError(target, f"{what}: {os.strerror(errno.EISDIR)}")
+    tmp = f"{folder}.{name}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
-        os.replace(tmp, path)
+        os.rename(tmp, target)
     except OSError as exc:
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
-        raise OutputError(path, f"{what}: {exc.strerror or exc}") from None
+        raise OutputError(target, f"{what}: {exc.strerror or exc}") from None
 
 
 class Encoder:
@@ -582,7 +625,7 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
 def read_corpus(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a corpus file; raises :class:`CorpusError` when it cannot be read."""
     try:
-        return Path(path).read_bytes()
+        return read_file(path)
     except OSError as exc:
         raise CorpusError(path, f"cannot read corpus: {exc.strerror or exc}") from None
 
