@@ -290,8 +290,8 @@ def atomic_write(path: str | os.PathLike[str], *chunks: bytes, what: str = "cann
     target = os.fsdecode(path)
     if not target:
         raise OutputError(target, f"{what}: {os.strerror(errno.ENOENT)}")
-    folder, _, name = target.rpartition("/")
-    folder = folder + "/" if _ else ""
+    folder, slash, name = target.rpartition("/")
+    folder += slash
     if name in ("", ".", ".."):
         raise OutputError(target, f"{what}: {os.strerror(errno.EISDIR)}")
     tmp = f"{folder}.{name}.tmp{os.getpid()}"

@@ -4,7 +4,7 @@
 :class:`gcbench.tokenizer.Encoder` for every valid UTF-8 text (``tokenizers`` takes
 ``str`` only, so invalid UTF-8 cannot be compared). Two layouts give the same ids:
 
-* ``"normalizer"`` (the default, the faster: about 1.3x on the default corpus): the
+* ``"normalizer"`` (the default; the faster on the default corpus, see the benchmark): the
   ``ByteLevel`` *normalizer* maps the text's UTF-8 bytes to GPT-2's printable
   characters once, then ``Split`` with :func:`hf_byte_level_regex` (our byte classes
   written over those characters) cuts the pre-tokens;
