@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
+BENCH_STAMP := $(VENV)/.gcbench-bench-installed
 
 .PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check gpu-wheels gpu-studies clean
 
@@ -22,6 +23,12 @@ $(STAMP): pyproject.toml setup.cfg
 
 setup: $(STAMP)
 
+# The benchmarks' anchors (tiktoken, Hugging Face tokenizers): pyproject's bench extra.
+# The tokenizer tests use them too (their equivalence tests skip without them).
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
+	touch $(BENCH_STAMP)
+
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
 system-deps:
 	@bash scripts/system_deps.sh go cargo chromium
@@ -34,7 +41,7 @@ test: setup system-deps
 	$(MAKE) test-native
 	$(MAKE) test-python
 
-test-python: setup
+test-python: setup $(BENCH_STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-native:
@@ -46,7 +53,8 @@ test-native:
 test-docker: setup
 	bash scripts/test_docker.sh
 
-bench: setup
+bench: setup $(BENCH_STAMP)
+	@bash scripts/system_deps.sh go cargo
 	$(PY) benchmarks/run_all.py
 
 # The GPU day (docs/measurement.md, "GPU check"). gpu-check runs on a bare lent GPU

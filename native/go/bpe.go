@@ -60,7 +60,7 @@ func ParseMerges(data []byte) (*Merges, error) {
 		return nil, &MergesError{1, "first line must be '" + mergesMagic + " " + mergesVersion + " <count>'"}
 	}
 	if string(header[1]) != mergesVersion {
-		return nil, &MergesError{1, fmt.Sprintf("unsupported version %q, expected %s", header[1], mergesVersion)}
+		return nil, &MergesError{1, fmt.Sprintf("unsupported version %s, expected %s", quoteBytes(truncate(header[1], 20)), mergesVersion)}
 	}
 	count, err := parseID(header[2], 1, "merge count")
 	if err != nil {
@@ -96,7 +96,7 @@ func ParseMerges(data []byte) (*Merges, error) {
 		}
 		tok := append(append([]byte{}, tokens[left]...), tokens[right]...)
 		if _, dup := seen[string(tok)]; dup {
-			return nil, &MergesError{lineNo, fmt.Sprintf("merge %d (%d %d) makes bytes that an earlier id already has", k, left, right)}
+			return nil, &MergesError{lineNo, fmt.Sprintf("merge %d (%d %d) makes bytes %s that an earlier id already has", k, left, right, quoteBytes(truncate(tok, 20)))}
 		}
 		seen[string(tok)] = struct{}{}
 		tokens = append(tokens, tok)
@@ -113,17 +113,39 @@ func parseID(text []byte, line int, what string) (uint32, error) {
 		}
 	}
 	if bad {
-		shown := text
-		if len(shown) > 20 {
-			shown = shown[:20]
-		}
-		return 0, &MergesError{line, fmt.Sprintf("%s %q is not a decimal number without leading zeros", what, shown)}
+		return 0, &MergesError{line, fmt.Sprintf("%s %s is not a decimal number without leading zeros", what, quoteBytes(truncate(text, 20)))}
 	}
 	v, err := strconv.ParseUint(string(text), 10, 64)
 	if err != nil || v >= maxID {
 		return 0, &MergesError{line, fmt.Sprintf("%s %s is too large", what, text)}
 	}
 	return uint32(v), nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// quoteBytes writes bytes for an error message as the Python reference's quote_bytes:
+// in double quotes, printable ASCII as is (" and \ escaped), any other byte as \xNN.
+func quoteBytes(b []byte) string {
+	const hexDigits = "0123456789abcdef"
+	out := make([]byte, 0, len(b)+2)
+	out = append(out, '"')
+	for _, c := range b {
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c >= 0x20 && c < 0x7f:
+			out = append(out, c)
+		default:
+			out = append(out, '\\', 'x', hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
+	return string(append(out, '"'))
 }
 
 // Byte classes of the pre-tokenizer.
@@ -196,11 +218,17 @@ type Encoder struct {
 	ranks  rankTable
 	cache  map[string][]uint32
 	// workspace of mergeChunk, reused between chunks
-	ids  []int32
-	nxt  []int32
-	prv  []int32
-	heap []uint64
+	ids        []int32
+	nxt, prv   []int32
+	nxtW, prvW []int64 // positions of chunks of 2**31 bytes or more
+	heap       []uint64
+	wide       bool // tests: always use the 64-bit positions
 }
+
+// MaxChunk is the longest pre-token chunk (bytes) the encoder merges: heap entries hold
+// rank (31 bits) << 33 | position (33 bits). Longer ones are refused by LongestChunk's
+// caller, never merged wrongly.
+const MaxChunk = 1<<33 - 1
 
 // NewEncoder prepares an encoder (rank table, empty chunk cache).
 func NewEncoder(m *Merges) *Encoder {
@@ -212,7 +240,20 @@ func NewEncoder(m *Merges) *Encoder {
 	return e
 }
 
-// Encode appends the ids of data to out and returns it.
+// LongestChunk is the length of data's longest pre-token chunk and its offset.
+func LongestChunk(data []byte) (length, offset int) {
+	for i := 0; i < len(data); {
+		j := nextChunk(data, i)
+		if j-i > length {
+			length, offset = j-i, i
+		}
+		i = j
+	}
+	return
+}
+
+// Encode appends the ids of data to out and returns it. No chunk of data may be longer
+// than MaxChunk (check with LongestChunk first when len(data) > MaxChunk).
 func (e *Encoder) Encode(out []uint32, data []byte) []uint32 {
 	for i := 0; i < len(data); {
 		j := nextChunk(data, i)
@@ -242,40 +283,60 @@ func (e *Encoder) Encode(out []uint32, data []byte) []uint32 {
 
 func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
 
-// mergeChunk appends the ids of one chunk: lowest rank first, then leftmost, with a
-// linked list of symbols and a min-heap of rank<<32|position. A heap entry is stale
-// unless the pair now at its position has its rank (a rank names exactly one pair).
+// mergeChunk appends the ids of one chunk (2 <= len(chunk) <= MaxChunk), with int32
+// positions below 2**31 bytes and int64 ones above.
 func (e *Encoder) mergeChunk(out []uint32, chunk []byte) []uint32 {
 	n := len(chunk)
 	if cap(e.ids) < n {
 		e.ids = make([]int32, n)
-		e.nxt = make([]int32, n)
-		e.prv = make([]int32, n)
 	}
-	ids, nxt, prv := e.ids[:n], e.nxt[:n], e.prv[:n]
-	h := e.heap[:0]
+	if n < 1<<31-1 && !e.wide {
+		if cap(e.nxt) < n {
+			e.nxt = make([]int32, n)
+			e.prv = make([]int32, n)
+		}
+		out, e.heap = mergeLinked(&e.ranks, out, chunk, e.ids[:n], e.nxt[:n], e.prv[:n], e.heap[:0], 32)
+		return out
+	}
+	if cap(e.nxtW) < n {
+		e.nxtW = make([]int64, n)
+		e.prvW = make([]int64, n)
+	}
+	out, e.heap = mergeLinked(&e.ranks, out, chunk, e.ids[:n], e.nxtW[:n], e.prvW[:n], e.heap[:0], 33)
+	return out
+}
+
+type position interface{ ~int32 | ~int64 }
+
+// mergeLinked merges one chunk: lowest rank first, then leftmost, with a linked list of
+// symbols (nxt, prv: positions, -1 at the ends) and a min-heap of rank << posBits |
+// position. A heap entry is stale unless the pair now at its position has its rank (a
+// rank names exactly one pair). Returns out with the chunk's ids, and the heap's buffer.
+func mergeLinked[P position](ranks *rankTable, out []uint32, chunk []byte, ids []int32, nxt, prv []P, h []uint64, posBits uint) ([]uint32, []uint64) {
+	n := len(chunk)
+	posMask := uint64(1)<<posBits - 1
 	for i := 0; i < n; i++ {
 		ids[i] = int32(chunk[i])
-		nxt[i] = int32(i + 1)
-		prv[i] = int32(i - 1)
+		nxt[i] = P(i + 1)
+		prv[i] = P(i - 1)
 	}
 	nxt[n-1] = -1
 	for i := 0; i+1 < n; i++ {
-		if r, ok := e.ranks.get(pairKey(ids[i], ids[i+1])); ok {
-			h = append(h, uint64(r)<<32|uint64(i))
+		if r, ok := ranks.get(pairKey(ids[i], ids[i+1])); ok {
+			h = append(h, uint64(r)<<posBits|uint64(i))
 		}
 	}
 	heapInit(h)
 	for len(h) > 0 {
 		top := h[0]
 		h = heapPop(h)
-		rank := uint32(top >> 32)
-		i := int32(uint32(top))
+		rank := uint32(top >> posBits)
+		i := P(top & posMask)
 		j := nxt[i]
 		if j < 0 || ids[i] < 0 {
 			continue
 		}
-		if r, ok := e.ranks.get(pairKey(ids[i], ids[j])); !ok || r != rank {
+		if r, ok := ranks.get(pairKey(ids[i], ids[j])); !ok || r != rank {
 			continue
 		}
 		newID := int32(256 + rank)
@@ -285,21 +346,20 @@ func (e *Encoder) mergeChunk(out []uint32, chunk []byte) []uint32 {
 		nxt[i] = k
 		if k >= 0 {
 			prv[k] = i
-			if r, ok := e.ranks.get(pairKey(newID, ids[k])); ok {
-				h = heapPush(h, uint64(r)<<32|uint64(i))
+			if r, ok := ranks.get(pairKey(newID, ids[k])); ok {
+				h = heapPush(h, uint64(r)<<posBits|uint64(i))
 			}
 		}
 		if p := prv[i]; p >= 0 {
-			if r, ok := e.ranks.get(pairKey(ids[p], newID)); ok {
-				h = heapPush(h, uint64(r)<<32|uint64(p))
+			if r, ok := ranks.get(pairKey(ids[p], newID)); ok {
+				h = heapPush(h, uint64(r)<<posBits|uint64(p))
 			}
 		}
 	}
-	e.heap = h
-	for i := int32(0); i >= 0; i = nxt[i] {
+	for i := P(0); i >= 0; i = nxt[i] {
 		out = append(out, uint32(ids[i]))
 	}
-	return out
+	return out, h
 }
 
 // A binary min-heap of uint64 (container/heap's interface calls cost too much here).

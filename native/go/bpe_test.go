@@ -273,3 +273,47 @@ func TestTokenFileUsesUint16IdsAtVocab2048(t *testing.T) {
 		t.Fatalf("got %x\nwant %s", buf, want)
 	}
 }
+
+func TestSixtyFourBitPositionsGiveTheSameIdsAsThirtyTwoBitOnes(t *testing.T) {
+	// Chunks of 2 GiB or more merge with int64 positions; too big to test here, so the
+	// same code runs on every vector with the wide positions forced.
+	v := loadVectors(t)
+	m := loadVectorMerges(t, v)
+	for _, c := range v.cases {
+		enc := NewEncoder(m)
+		enc.wide = true
+		got := enc.Encode(nil, c.input)
+		if fmt.Sprint(got) != fmt.Sprint(c.ids) && !(len(got) == 0 && len(c.ids) == 0) {
+			t.Errorf("case %s: got %v, want %v", c.name, got, c.ids)
+		}
+	}
+	for _, g := range v.gens {
+		enc := NewEncoder(m)
+		enc.wide = true
+		got := enc.Encode(nil, lettersLCG(g.length, g.seed))
+		if len(got) != g.count || idsSha256(got) != g.idsSha {
+			t.Errorf("%s: wide positions give other ids", g.name)
+		}
+	}
+}
+
+func TestMergesErrorsQuoteBytesAsThePythonReference(t *testing.T) {
+	cases := map[string]string{
+		"gcbench-bpe-merges v1 1\n\xff\"\\ 98\n":                  `line 2: corrupt merges file: left id "\xff\"\\" is not a decimal number without leading zeros`,
+		"gcbench-bpe-merges v\xc3\xa9 0\n":                        `line 1: corrupt merges file: unsupported version "v\xc3\xa9", expected v1`,
+		"gcbench-bpe-merges v1 4\n97 98\n256 99\n98 99\n97 258\n": `line 5: corrupt merges file: merge 3 (97 258) makes bytes "abc" that an earlier id already has`,
+	}
+	for data, want := range cases {
+		_, err := ParseMerges([]byte(data))
+		if err == nil || err.Error() != want {
+			t.Errorf("%q: got %v, want %s", data, err, want)
+		}
+	}
+}
+
+func TestLongestChunkFindsTheLongestPreToken(t *testing.T) {
+	n, at := LongestChunk([]byte("ab   cdefg!!"))
+	if n != 6 || at != 4 { // "ab", "  ", " cdefg", "!!"
+		t.Fatalf("got %d at %d", n, at)
+	}
+}

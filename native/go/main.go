@@ -4,11 +4,16 @@
 //
 // Exit codes (the same as gcbench-tok-rust and gcbench.tokenizer.errors):
 //
-//	0 ok, 2 bad command line, 3 merges file missing or unreadable, 4 merges file
-//	corrupt, 5 corpus unreadable, 6 output not writable.
+//	0 ok, 1 input too large to merge, 2 bad command line, 3 merges file missing or
+//	unreadable, 4 merges file corrupt, 5 corpus unreadable, 6 output not writable.
+//
+// An error is one line on stderr, "gcbench-tok-go: error: <path>: <message>", the path
+// as given (any bytes), the operating system's reason worded as the C library and
+// Python word it ("No such file or directory"). Paths are used as given, never cleaned.
 //
 // --stats prints one JSON line on stdout: bytes, tokens, encode_s (the fastest of
-// --repeat encodes, each with a fresh encoder, so the chunk cache starts empty), MB/s.
+// --repeat encodes, each with a fresh encoder, so the chunk cache starts empty), MB/s
+// (null when no time was measured).
 package main
 
 import (
@@ -17,11 +22,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"syscall"
 	"time"
 )
 
 const (
 	exitOK            = 0
+	exitTooLarge      = 1
 	exitUsage         = 2
 	exitMergesRead    = 3
 	exitMergesCorrupt = 4
@@ -49,13 +57,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if *mergesPath == "" || *inPath == "" || *outPath == "" || fs.NArg() != 0 || *repeat < 1 {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// An empty path is a path (the OS says it does not exist), not a missing flag.
+	if !given["merges"] || !given["in"] || !given["out"] || fs.NArg() != 0 || *repeat < 1 {
 		fmt.Fprintf(stderr, "usage: %s --merges MERGES --in CORPUS --out TOKENS [--stats] [--repeat N]\n", prog)
 		return exitUsage
 	}
 	raw, err := os.ReadFile(*mergesPath)
 	if err != nil {
-		return fail(exitMergesRead, "%s: cannot read merges file: %v", *mergesPath, unwrapPathError(err))
+		return fail(exitMergesRead, "%s: cannot read merges file: %s", *mergesPath, osReason(err))
 	}
 	merges, err := ParseMerges(raw)
 	if err != nil {
@@ -63,7 +74,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	corpus, err := os.ReadFile(*inPath)
 	if err != nil {
-		return fail(exitCorpus, "%s: cannot read corpus: %v", *inPath, unwrapPathError(err))
+		return fail(exitCorpus, "%s: cannot read corpus: %s", *inPath, osReason(err))
+	}
+	if len(corpus) > MaxChunk {
+		if n, at := LongestChunk(corpus); n > MaxChunk {
+			return fail(exitTooLarge, "%s: cannot tokenize: the pre-token at byte %d is %d bytes long, more than the %d this program merges", *inPath, at, n, MaxChunk)
+		}
 	}
 	var ids []uint32
 	best := time.Duration(1<<63 - 1)
@@ -76,22 +92,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := WriteTokenFile(*outPath, ids, merges); err != nil {
-		return fail(exitOutput, "%s: cannot write token file: %v", *outPath, unwrapPathError(err))
+		return fail(exitOutput, "%s: cannot write token file: %s", *outPath, osReason(err))
 	}
 	if *stats {
 		secs := best.Seconds()
-		fmt.Fprintf(stdout, "{\"impl\": \"go\", \"bytes\": %d, \"tokens\": %d, \"encode_s\": %.6f, \"mb_per_s\": %.3f}\n",
-			len(corpus), len(ids), secs, float64(len(corpus))/1e6/secs)
+		mbPerS := "null"
+		if secs > 0 {
+			mbPerS = strconv.FormatFloat(float64(len(corpus))/1e6/secs, 'f', 3, 64)
+		}
+		fmt.Fprintf(stdout, "{\"impl\": \"go\", \"bytes\": %d, \"tokens\": %d, \"encode_s\": %.9f, \"mb_per_s\": %s}\n",
+			len(corpus), len(ids), secs, mbPerS)
 	}
 	return exitOK
 }
 
-func unwrapPathError(err error) error {
+// osReason is the operating system's reason for err as the C library's strerror and
+// Python's OSError.strerror word it: Go's text for an errno is that text in lower case
+// ("no such file or directory"), so its first letter is raised.
+func osReason(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		text := errno.Error()
+		if text != "" && text[0] >= 'a' && text[0] <= 'z' {
+			text = string(text[0]-'a'+'A') + text[1:]
+		}
+		return text
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
-		return pe.Err
+		return pe.Err.Error()
 	}
-	return err
+	return err.Error()
 }
 
 func main() {

@@ -8,8 +8,9 @@ package main
 import (
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 )
 
 const (
@@ -50,14 +51,27 @@ func TokenFileBytes(ids []uint32, m *Merges) []byte {
 	return buf
 }
 
-// WriteTokenFile writes the token file atomically (temp file in the same folder, rename).
+// WriteTokenFile writes the token file atomically, as the Python reference's atomic_write:
+// the path is split at its last '/' (never cleaned), the temp file is
+// "<folder>/.<name>.tmp<pid>", then rename(2) replaces "<folder>/<name>". A name that is
+// empty, "." or ".." names a folder: EISDIR; the empty path does not exist: ENOENT.
 func WriteTokenFile(path string, ids []uint32, m *Merges) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp"+strconv.Itoa(os.Getpid()))
-	if err := os.WriteFile(tmp, TokenFileBytes(ids, m), 0o644); err != nil {
+	if path == "" {
+		return &os.PathError{Op: "write", Path: path, Err: syscall.ENOENT}
+	}
+	cut := strings.LastIndexByte(path, '/')
+	folder, name := path[:cut+1], path[cut+1:]
+	if name == "" || name == "." || name == ".." {
+		return &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+	}
+	tmp := folder + "." + name + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, TokenFileBytes(ids, m), 0o666); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	// syscall.Rename, not os.Rename: os.Rename reports EEXIST for an existing folder,
+	// where rename(2) (and Python) say EISDIR.
+	if err := syscall.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return err
 	}

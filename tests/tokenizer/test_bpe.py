@@ -179,3 +179,77 @@ def test_saving_merges_into_a_missing_folder_is_an_output_error(tmp_path, vector
     with pytest.raises(OutputError, match="cannot write") as info:
         vector_merges.save(tmp_path / "no" / "m.txt")
     assert info.value.exit_code == 6
+
+
+# Long chunks (issue 15): 4 MB of one repeated byte took 15-30 s when every merge was one
+# interpreted heap step. The cost is counted in steps (Encoder.work), not timed.
+
+LONG_RUN_UNITS = [b" ", b"-", b"=", b"\n", b"0", b"a", b"\xff", b"ab", b"\t ", b"+-", b"\xc3\xa9"]
+
+
+@pytest.mark.parametrize("unit", LONG_RUN_UNITS, ids=repr)
+def test_a_long_run_of_one_repeated_unit_costs_a_few_whole_array_passes(vector_merges, unit):
+    work = {}
+    for size in (1 << 17, 1 << 18):
+        data = unit * (size // len(unit))
+        enc = Encoder(vector_merges)
+        ids = enc.encode(data)
+        assert enc.decode(ids) == data
+        work[size] = enc.work
+    small, large = work[1 << 17], work[1 << 18]
+    # No step per merge in the interpreter, whatever the length...
+    assert large.interpreted_steps <= 1_000 and large.interpreted_steps <= small.interpreted_steps + 100
+    # ...and as many passes at both lengths, whose total length grows like the input
+    # (a run shrinks geometrically: each pass merges about every other symbol).
+    assert large.vector_passes == small.vector_passes <= 12
+    assert large.vector_elements <= 2.05 * small.vector_elements
+    assert large.vector_elements <= 4 * (1 << 18)
+
+
+@pytest.mark.parametrize("unit", LONG_RUN_UNITS, ids=repr)
+def test_whole_array_passes_give_the_heap_merge_ids_on_long_runs(vector_merges, unit):
+    enc = Encoder(vector_merges)
+    for length in (4096, 4097, 6001):
+        data = (unit * length)[:length]
+        for chunk in pretokenize(data):
+            if len(chunk) >= 2:
+                assert enc._merge_long(chunk) == enc._merge_heap(chunk), (unit, length)
+
+
+def test_whole_array_passes_give_the_heap_merge_ids_on_random_long_chunks(vector_merges):
+    import random
+
+    rnd = random.Random(15)
+    enc = Encoder(vector_merges)
+    alphabets = [b"a", b"ab", b"aab", b"eeet", b"etaoinshrdlu", b"-=", b"  \t", b"0123456789",
+                 bytes(range(0x80, 0x100)), b"thethe", b"\n\n "]
+    checked = 0
+    for _ in range(40):
+        alphabet = rnd.choice(alphabets)
+        length = rnd.choice([4096, 5000, 12_000])
+        if rnd.random() < 0.5:
+            data = bytes(rnd.choice(alphabet) for _ in range(length))
+        else:  # periodic with a few random changes
+            data = bytearray((alphabet * length)[:length])
+            for _ in range(rnd.randrange(1, 20)):
+                data[rnd.randrange(length)] = rnd.choice(alphabet)
+            data = bytes(data)
+        for chunk in pretokenize(data):
+            if len(chunk) >= 2:
+                assert enc._merge_long(chunk) == enc._merge_heap(chunk)
+                checked += len(chunk) >= 4096
+    assert checked >= 20
+
+
+def test_a_long_line_of_random_letters_costs_steps_in_proportion_to_its_length(vector_merges):
+    from tok_vectors import letters_lcg
+
+    def cost(length):
+        enc = Encoder(vector_merges)
+        enc.encode(letters_lcg(length, 3))
+        w = enc.work
+        return w.interpreted_steps + w.vector_elements / 256
+
+    small, large = cost(1 << 16), cost(1 << 17)
+    assert large <= 2.2 * small
+    assert large <= 2 * (1 << 17)

@@ -54,3 +54,26 @@ def test_train_reports_an_unreadable_corpus_with_exit_code_5(tmp_path):
     res = gcbench("tokenizer", "train", tmp_path / "none.txt", "--vocab-size", 300, "--out", tmp_path / "m.txt")
     assert res.returncode == 5
     assert res.stderr.strip() == f"error: {tmp_path / 'none.txt'}: cannot read corpus: No such file or directory"
+
+
+def test_tokenize_prints_file_names_as_their_bytes_whatever_the_terminal_encoding(tmp_path):
+    import os
+
+    corpus = tmp_path / os.fsdecode(b"corpus-\xff.txt")
+    corpus.write_bytes(b"hello world")
+    out = tmp_path / os.fsdecode(b"out-\xfe.tok")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "plugins"), PYTHONIOENCODING="utf-8")  # strict: no surrogates
+    argv = [sys.executable, "-m", "gcbench.cli", "tokenize", "--merges", str(REPO / "tests" / "vectors" / "merges.txt")]
+    ok = subprocess.run([*argv, "--in", str(corpus), "--out", str(out)], capture_output=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(os.fsencode(out) + b": 6 tokens from 11 bytes with python")
+    missing = tmp_path / os.fsdecode(b"missing-\xff.txt")
+    bad = subprocess.run([*argv, "--in", str(missing), "--out", str(out)], capture_output=True, env=env)
+    assert bad.returncode == 5
+    assert bad.stderr == b"error: " + os.fsencode(missing) + b": cannot read corpus: No such file or directory\n"
+
+
+def test_tokenize_takes_an_empty_path_as_a_missing_file_not_the_current_folder(tmp_path):
+    res = gcbench("tokenize", "--merges", REPO / "tests" / "vectors" / "merges.txt", "--in", "", "--out", tmp_path / "t.tok")
+    assert res.returncode == 5
+    assert res.stderr == "error: : cannot read corpus: No such file or directory\n"

@@ -13,9 +13,9 @@ pytest.importorskip("tokenizers")
 from gcbench.tokenizer.hf import hf_tokenizer  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def hf(vector_merges):
-    return hf_tokenizer(vector_merges)
+@pytest.fixture(scope="module", params=["normalizer", "pre_tokenizer"])
+def hf(vector_merges, request):
+    return hf_tokenizer(vector_merges, layout=request.param)
 
 
 def test_hugging_face_gives_the_reference_ids_on_every_valid_utf8_vector(hf, vector_merges, vectors):
@@ -32,7 +32,15 @@ def test_hugging_face_gives_the_reference_ids_on_every_valid_utf8_vector(hf, vec
 
 def test_hugging_face_gives_the_reference_ids_on_the_real_corpus(hf, vector_merges):
     corpus = default_corpus()
-    assert hf.encode(corpus.decode("utf-8")).ids == Encoder(vector_merges).encode(corpus)
+    reference = Encoder(vector_merges).encode(corpus)
+    assert hf.encode(corpus.decode("utf-8")).ids == reference
+    if hasattr(hf, "encode_batch_fast"):  # tokenizers >= 0.21, the benchmark's call
+        assert hf.encode_batch_fast([corpus.decode("utf-8")])[0].ids == reference
+
+
+def test_unknown_hugging_face_layout_is_refused(vector_merges):
+    with pytest.raises(ValueError, match="layout"):
+        hf_tokenizer(vector_merges, layout="model")
 
 
 @settings(max_examples=150, deadline=None)

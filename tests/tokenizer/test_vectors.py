@@ -9,7 +9,7 @@ from tok_vectors import ids_sha256, letters_lcg
 
 REQUIRED = {
     "ascii_sentence", "whitespace_runs", "emoji", "four_byte_code_points", "combining_marks", "cjk",
-    "right_to_left", "invalid_utf8", "empty",
+    "right_to_left", "invalid_utf8", "empty", "long_run_spaces",
 }
 
 

@@ -52,6 +52,14 @@ CASES: list[tuple[str, bytes]] = [
     ("all_bytes", bytes(range(256))),
     ("repeated_letters", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"),
     ("long_word", b"pneumonoultramicroscopicsilicovolcanoconiosis_and_antidisestablishmentarianism" * 3),
+    # Pre-tokens of 4096 bytes or more: the Python reference merges them with whole-array
+    # passes, Go and Rust with their heap; the ids must not tell which.
+    ("long_run_spaces", b" " * 5000),
+    ("long_run_dashes_then_word", b"-" * 4500 + b" word"),
+    ("long_run_newlines_spaces", b"\n\n " * 2000 + b"x"),
+    ("long_run_two_letters", b"ab" * 3000),
+    ("long_run_two_byte_char", "\u00e9".encode() * 2500),
+    ("long_run_digits", b"0" * 4096),
 ]
 GENERATED = [("one_mb_line_without_spaces", 1_000_000, 20240601)]
 

@@ -80,8 +80,8 @@ impl Merges {
             return Err(merr(
                 1,
                 format!(
-                    "unsupported version {:?}, expected {}",
-                    String::from_utf8_lossy(header[1]),
+                    "unsupported version {}, expected {}",
+                    quote_bytes(&header[1][..header[1].len().min(20)]),
                     MERGES_VERSION
                 ),
             ));
@@ -123,8 +123,11 @@ impl Merges {
                 return Err(merr(
                     line_no,
                     format!(
-                        "merge {} ({} {}) makes bytes that an earlier id already has",
-                        k, left, right
+                        "merge {} ({} {}) makes bytes {} that an earlier id already has",
+                        k,
+                        left,
+                        right,
+                        quote_bytes(&tok[..tok.len().min(20)])
                     ),
                 ));
             }
@@ -148,9 +151,9 @@ fn parse_id(text: &[u8], line: usize, what: &str) -> Result<u32, MergesError> {
         return Err(merr(
             line,
             format!(
-                "{} {:?} is not a decimal number without leading zeros",
+                "{} {} is not a decimal number without leading zeros",
                 what,
-                String::from_utf8_lossy(shown)
+                quote_bytes(shown)
             ),
         ));
     }
@@ -159,6 +162,30 @@ fn parse_id(text: &[u8], line: usize, what: &str) -> Result<u32, MergesError> {
         return Err(merr(line, format!("{} {} is too large", what, v)));
     }
     Ok(v as u32)
+}
+
+/// Bytes for an error message as the Python reference's `quote_bytes`: in double quotes,
+/// printable ASCII as is (`"` and `\` escaped), any other byte as `\xNN`.
+pub fn quote_bytes(b: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() + 2);
+    s.push('"');
+    for &c in b {
+        match c {
+            b'"' | b'\\' => {
+                s.push('\\');
+                s.push(c as char);
+            }
+            0x20..=0x7e => s.push(c as char),
+            _ => {
+                s.push_str("\\x");
+                s.push(HEX[(c >> 4) as usize] as char);
+                s.push(HEX[(c & 15) as usize] as char);
+            }
+        }
+    }
+    s.push('"');
+    s
 }
 
 // Byte classes of the pre-tokenizer.
@@ -327,6 +354,26 @@ fn pair_key(left: u32, right: u32) -> u64 {
     (left as u64) << 32 | right as u64
 }
 
+/// The longest pre-token chunk (bytes) an `Encoder` merges: heap entries hold rank (31
+/// bits) << 33 | position (33 bits). The program refuses longer ones (see
+/// `longest_chunk`), never merges them wrongly.
+pub const MAX_CHUNK: u64 = (1 << 33) - 1;
+
+/// (length, offset) of the longest pre-token chunk of `data`.
+pub fn longest_chunk(data: &[u8]) -> (u64, usize) {
+    let (mut longest, mut at) = (0u64, 0usize);
+    let mut i = 0;
+    while i < data.len() {
+        let j = next_chunk(data, i);
+        if (j - i) as u64 > longest {
+            longest = (j - i) as u64;
+            at = i;
+        }
+        i = j;
+    }
+    (longest, at)
+}
+
 /// Encodes bytes to ids with one `Merges`. Keeps a chunk cache; not shared between threads.
 pub struct Encoder {
     ranks: RankTable,
@@ -335,10 +382,48 @@ pub struct Encoder {
     ids: Vec<u32>,
     nxt: Vec<u32>,
     prv: Vec<u32>,
+    nxt_wide: Vec<u64>, // positions of chunks of 2**32 - 1 bytes or more
+    prv_wide: Vec<u64>,
     heap: Vec<u64>,
+    wide: bool, // tests: always use the 64-bit positions
 }
 
 const NONE: u32 = u32::MAX;
+
+/// A position in a chunk's linked list: u32 for chunks below 2**32 - 1 bytes, u64 above.
+trait Pos: Copy + PartialEq {
+    const NONE: Self;
+    /// Bits of the position in a heap entry (the rank takes the 64 - BITS above).
+    const BITS: u32;
+    fn at(i: usize) -> Self;
+    fn index(self) -> usize;
+}
+
+impl Pos for u32 {
+    const NONE: u32 = u32::MAX;
+    const BITS: u32 = 32;
+    #[inline]
+    fn at(i: usize) -> u32 {
+        i as u32
+    }
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Pos for u64 {
+    const NONE: u64 = u64::MAX;
+    const BITS: u32 = 33;
+    #[inline]
+    fn at(i: usize) -> u64 {
+        i as u64
+    }
+    #[inline]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
 
 impl Encoder {
     pub fn new(merges: &Merges) -> Encoder {
@@ -352,11 +437,21 @@ impl Encoder {
             ids: Vec::new(),
             nxt: Vec::new(),
             prv: Vec::new(),
+            nxt_wide: Vec::new(),
+            prv_wide: Vec::new(),
             heap: Vec::new(),
+            wide: false,
         }
     }
 
-    /// Appends the ids of `data` to `out`.
+    /// Merge every chunk with 64-bit positions, as chunks of 4 GiB or more are (tests).
+    #[doc(hidden)]
+    pub fn force_wide_positions(&mut self) {
+        self.wide = true;
+    }
+
+    /// Appends the ids of `data` to `out`. No chunk may be longer than `MAX_CHUNK`
+    /// (check with `longest_chunk` when `data` is longer).
     pub fn encode_into(&mut self, data: &[u8], out: &mut Vec<u32>) {
         let mut i = 0;
         while i < data.len() {
@@ -391,64 +486,95 @@ impl Encoder {
         out
     }
 
-    /// Merge one chunk: lowest rank first, then leftmost, with a linked list of symbols
-    /// and a min-heap of rank << 32 | position. A heap entry is stale unless the pair
-    /// now at its position has its rank (a rank names exactly one pair).
+    /// Merge one chunk (2 <= length <= MAX_CHUNK), with u32 positions when they fit.
     fn merge_chunk(&mut self, chunk: &[u8], out: &mut Vec<u32>) {
-        let n = chunk.len();
-        let ids = &mut self.ids;
-        let nxt = &mut self.nxt;
-        let prv = &mut self.prv;
-        ids.clear();
-        nxt.clear();
-        prv.clear();
-        ids.extend(chunk.iter().map(|&b| b as u32));
-        nxt.extend(1..=n as u32);
-        nxt[n - 1] = NONE;
-        prv.push(NONE);
-        prv.extend(0..(n as u32 - 1));
-        let heap = &mut self.heap;
-        heap.clear();
-        for i in 0..n - 1 {
-            if let Some(r) = self.ranks.get(pair_key(ids[i], ids[i + 1])) {
-                heap.push((r as u64) << 32 | i as u64);
+        if (chunk.len() as u64) < u32::MAX as u64 && !self.wide {
+            merge_linked(
+                &self.ranks,
+                chunk,
+                out,
+                &mut self.ids,
+                &mut self.nxt,
+                &mut self.prv,
+                &mut self.heap,
+            );
+        } else {
+            merge_linked(
+                &self.ranks,
+                chunk,
+                out,
+                &mut self.ids,
+                &mut self.nxt_wide,
+                &mut self.prv_wide,
+                &mut self.heap,
+            );
+        }
+    }
+}
+
+/// Merge one chunk: lowest rank first, then leftmost, with a linked list of symbols
+/// (`nxt`, `prv`: positions, `P::NONE` at the ends) and a min-heap of rank << P::BITS |
+/// position. A heap entry is stale unless the pair now at its position has its rank (a
+/// rank names exactly one pair).
+fn merge_linked<P: Pos>(
+    ranks: &RankTable,
+    chunk: &[u8],
+    out: &mut Vec<u32>,
+    ids: &mut Vec<u32>,
+    nxt: &mut Vec<P>,
+    prv: &mut Vec<P>,
+    heap: &mut Vec<u64>,
+) {
+    let n = chunk.len();
+    let pos_mask = (1u64 << P::BITS) - 1;
+    ids.clear();
+    nxt.clear();
+    prv.clear();
+    ids.extend(chunk.iter().map(|&b| b as u32));
+    nxt.extend((1..=n).map(P::at));
+    nxt[n - 1] = P::NONE;
+    prv.push(P::NONE);
+    prv.extend((0..n - 1).map(P::at));
+    heap.clear();
+    for i in 0..n - 1 {
+        if let Some(r) = ranks.get(pair_key(ids[i], ids[i + 1])) {
+            heap.push((r as u64) << P::BITS | i as u64);
+        }
+    }
+    heap_init(heap);
+    while let Some(top) = heap_pop(heap) {
+        let rank = (top >> P::BITS) as u32;
+        let i = (top & pos_mask) as usize;
+        let j = nxt[i];
+        if j == P::NONE || ids[i] == NONE {
+            continue;
+        }
+        let j = j.index();
+        if ranks.get(pair_key(ids[i], ids[j])) != Some(rank) {
+            continue;
+        }
+        let new_id = 256 + rank;
+        ids[i] = new_id;
+        ids[j] = NONE;
+        let k = nxt[j];
+        nxt[i] = k;
+        if k != P::NONE {
+            prv[k.index()] = P::at(i);
+            if let Some(r) = ranks.get(pair_key(new_id, ids[k.index()])) {
+                heap_push(heap, (r as u64) << P::BITS | i as u64);
             }
         }
-        heap_init(heap);
-        while let Some(top) = heap_pop(heap) {
-            let rank = (top >> 32) as u32;
-            let i = (top & 0xFFFF_FFFF) as usize;
-            let j = nxt[i];
-            if j == NONE || ids[i] == NONE {
-                continue;
-            }
-            let j = j as usize;
-            if self.ranks.get(pair_key(ids[i], ids[j])) != Some(rank) {
-                continue;
-            }
-            let new_id = 256 + rank;
-            ids[i] = new_id;
-            ids[j] = NONE;
-            let k = nxt[j];
-            nxt[i] = k;
-            if k != NONE {
-                prv[k as usize] = i as u32;
-                if let Some(r) = self.ranks.get(pair_key(new_id, ids[k as usize])) {
-                    heap_push(heap, (r as u64) << 32 | i as u64);
-                }
-            }
-            let p = prv[i];
-            if p != NONE {
-                if let Some(r) = self.ranks.get(pair_key(ids[p as usize], new_id)) {
-                    heap_push(heap, (r as u64) << 32 | p as u64);
-                }
+        let p = prv[i];
+        if p != P::NONE {
+            if let Some(r) = ranks.get(pair_key(ids[p.index()], new_id)) {
+                heap_push(heap, (r as u64) << P::BITS | p.index() as u64);
             }
         }
-        let mut i = 0u32;
-        while i != NONE {
-            out.push(ids[i as usize]);
-            i = nxt[i as usize];
-        }
+    }
+    let mut i = P::at(0);
+    while i != P::NONE {
+        out.push(ids[i.index()]);
+        i = nxt[i.index()];
     }
 }
 

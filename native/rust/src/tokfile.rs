@@ -44,16 +44,55 @@ pub fn token_file_bytes(ids: &[u32], merges: &Merges) -> Vec<u8> {
     buf
 }
 
-/// Write the token file atomically (temp file in the same folder, then rename).
+/// EISDIR, "Is a directory", and ENOENT, "No such file or directory" (21 and 2 on Linux,
+/// the BSDs and macOS).
+const EISDIR: i32 = 21;
+const ENOENT: i32 = 2;
+
+/// Write the token file atomically, as the Python reference's atomic_write: the path is
+/// split at its last '/' (never cleaned), the temp file is `<folder>/.<name>.tmp<pid>`,
+/// then rename(2) replaces `<folder>/<name>`. A name that is empty, `.` or `..` names a
+/// folder: EISDIR; the empty path does not exist: ENOENT.
 pub fn write_token_file(path: &Path, ids: &[u32], merges: &Merges) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{}.tmp{}", name, std::process::id()));
+    let raw = path_bytes(path);
+    if raw.is_empty() {
+        return Err(io::Error::from_raw_os_error(ENOENT));
+    }
+    let cut = raw.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+    let (folder, name) = raw.split_at(cut);
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(io::Error::from_raw_os_error(EISDIR));
+    }
+    let mut tmp = folder.to_vec();
+    tmp.push(b'.');
+    tmp.extend_from_slice(name);
+    tmp.extend_from_slice(format!(".tmp{}", std::process::id()).as_bytes());
+    let tmp = bytes_path(&tmp);
     let result = fs::write(&tmp, token_file_bytes(ids, merges)).and_then(|_| fs::rename(&tmp, path));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(unix)]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    path.to_string_lossy().into_owned().into_bytes()
+}
+
+#[cfg(unix)]
+fn bytes_path(b: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b))
+}
+
+#[cfg(not(unix))]
+fn bytes_path(b: &[u8]) -> std::path::PathBuf {
+    std::path::PathBuf::from(String::from_utf8_lossy(b).into_owned())
 }

@@ -52,7 +52,7 @@ fn command_line_exit_codes_name_each_fault() {
                 out.as_os_str(),
             ],
             3,
-            "cannot read merges file: no such file",
+            "cannot read merges file: No such file or directory",
         ),
         (
             "corrupt merges",
@@ -129,5 +129,106 @@ fn command_line_writes_the_token_file_and_stats() {
         .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+fn raw(b: &[u8]) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(b).to_os_string()
+}
+
+fn run_bytes(args: &[&std::ffi::OsStr]) -> (i32, Vec<u8>) {
+    let out = bin().args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), out.stderr)
+}
+
+#[cfg(unix)]
+#[test]
+fn file_names_that_are_not_utf8_are_read_written_and_reported_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempdir("bytes");
+    let corpus = dir.join(raw(b"corpus-\xff\xfe.txt"));
+    std::fs::write(&corpus, b"hello world").unwrap();
+    let out = dir.join(raw(b"out-\x80.tok"));
+    let m = merges();
+    let (code, stderr) = run_bytes(&[
+        "--merges".as_ref(),
+        m.as_os_str(),
+        "--in".as_ref(),
+        corpus.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&stderr));
+    assert_eq!(&std::fs::read(&out).unwrap()[..8], b"GCBTOKEN");
+    let missing = dir.join(raw(b"missing-\xff.txt"));
+    let (code, stderr) = run_bytes(&[
+        "--merges".as_ref(),
+        m.as_os_str(),
+        "--in".as_ref(),
+        missing.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(code, 5);
+    let mut want = b"gcbench-tok-rust: error: ".to_vec();
+    want.extend_from_slice(missing.as_os_str().as_bytes());
+    want.extend_from_slice(b": cannot read corpus: No such file or directory\n");
+    assert_eq!(stderr, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_output_path_naming_a_folder_is_refused_as_a_directory() {
+    let dir = tempdir("folder-out");
+    let corpus = dir.join("corpus.txt");
+    std::fs::write(&corpus, b"").unwrap();
+    let m = merges();
+    let trailing = format!("{}/sub/", dir.display());
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    for out in [
+        dir.join("sub").into_os_string(),
+        trailing.into(),
+        dir.join(".").into_os_string(),
+    ] {
+        let (code, _, stderr) = run(&[
+            "--merges".as_ref(),
+            m.as_os_str(),
+            "--in".as_ref(),
+            corpus.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_eq!(code, 6, "{:?}: {}", out, stderr);
+        assert!(
+            stderr.ends_with(": cannot write token file: Is a directory\n"),
+            "{}",
+            stderr
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_empty_corpus_gives_a_token_file_of_no_ids_and_valid_stats() {
+    let dir = tempdir("empty");
+    let corpus = dir.join("empty.txt");
+    std::fs::write(&corpus, b"").unwrap();
+    let out = dir.join("out.tok");
+    let m = merges();
+    let (code, stdout, stderr) = run(&[
+        "--merges".as_ref(),
+        m.as_os_str(),
+        "--in".as_ref(),
+        corpus.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--stats".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{}", stderr);
+    assert!(stdout.contains("\"bytes\": 0, \"tokens\": 0"), "{}", stdout);
+    assert!(!stdout.contains("inf") && !stdout.contains("NaN"), "{}", stdout);
+    assert_eq!(std::fs::read(&out).unwrap().len(), 64);
     std::fs::remove_dir_all(&dir).unwrap();
 }

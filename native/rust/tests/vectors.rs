@@ -190,3 +190,41 @@ fn corrupt_merges_files_are_rejected_with_their_line() {
         assert!(err.msg.contains(msg), "{}: {}", name, err);
     }
 }
+
+#[test]
+fn sixty_four_bit_positions_give_the_same_ids_as_thirty_two_bit_ones() {
+    // Chunks of 4 GiB or more merge with u64 positions; too big to test here, so the
+    // same code runs on every vector with the wide positions forced.
+    let v = load_vectors();
+    let m = load_merges(&v);
+    for (name, input, ids) in &v.cases {
+        let mut enc = Encoder::new(&m);
+        enc.force_wide_positions();
+        assert_eq!(&enc.encode(input), ids, "case {}", name);
+    }
+    for (name, _, length, seed, count, sha) in &v.gens {
+        let mut enc = Encoder::new(&m);
+        enc.force_wide_positions();
+        let got = enc.encode(&letters_lcg(*length, *seed));
+        assert_eq!((got.len(), &ids_sha256(&got)), (*count, sha), "{}", name);
+    }
+}
+
+#[test]
+fn merges_errors_quote_bytes_as_the_python_reference() {
+    let err = Merges::parse(b"gcbench-bpe-merges v1 1\n\xff\"\\ 98\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 2: corrupt merges file: left id \"\\xff\\\"\\\\\" is not a decimal number without leading zeros"
+    );
+    let err = Merges::parse(b"gcbench-bpe-merges v\xc3\xa9 0\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 1: corrupt merges file: unsupported version \"v\\xc3\\xa9\", expected v1"
+    );
+    let err = Merges::parse(b"gcbench-bpe-merges v1 4\n97 98\n256 99\n98 99\n97 258\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 5: corrupt merges file: merge 3 (97 258) makes bytes \"abc\" that an earlier id already has"
+    );
+}

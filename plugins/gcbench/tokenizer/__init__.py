@@ -17,7 +17,7 @@ Example::
     tokens = read_tokens("corpus.tok", merges)   # numpy memmap, uint16
 
 Importing this package costs only the standard library; numpy is imported when a
-token file is read or written.
+token file is read or written, or a chunk of 4096 bytes or more is encoded.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ when no pair is left.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import os
@@ -88,6 +89,13 @@ signed and unsigned integers comfortable)."""
 
 _SHORT_CHUNK = 48
 """Chunks up to this many bytes use the quadratic merge loop, longer ones the heap."""
+
+LONG_CHUNK = 4096
+"""Chunks of at least this many bytes start with whole-array merge passes (numpy)."""
+_PASS_MIN_SHARE = 256
+"""A whole-array pass costs about as much as 1/256 of the chunk's length in heap steps:
+passes go on while each merges at least ``length / _PASS_MIN_SHARE`` pairs, then the
+heap finishes the chunk (so a pass never costs more than the heap steps it saves)."""
 
 CACHE_MAX_CHUNK = 256
 """Chunks longer than this (bytes) are not cached; they are rare and would bloat it."""
@@ -141,11 +149,10 @@ class Merges:
         """Write the merges file to ``path`` (atomically: temp file then rename).
 
         Raises:
-            OutputError: the file or its folder cannot be written.
+            OutputError: the file or its folder cannot be written (:func:`atomic_write`).
         """
-        path = Path(path)
         atomic_write(path, self.to_bytes())
-        return path
+        return Path(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Merges:
@@ -157,7 +164,7 @@ class Merges:
                 gives the line and what is wrong (exit code 4).
         """
         try:
-            data = Path(path).read_bytes()
+            data = read_file(path)
         except OSError as exc:
             raise MergesNotFoundError(path, exc.strerror or str(exc)) from None
         return cls.from_bytes(data, source=str(path))
@@ -178,7 +185,7 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
     if len(header) != 3 or header[0] != MERGES_MAGIC.encode():
         raise MergesError(source, f"first line must be '{MERGES_MAGIC} {MERGES_VERSION} <count>'", line=1)
     if header[1] != MERGES_VERSION.encode():
-        raise MergesError(source, f"unsupported version {header[1]!r}, expected {MERGES_VERSION}", line=1)
+        raise MergesError(source, f"unsupported version {quote_bytes(header[1][:20])}, expected {MERGES_VERSION}", line=1)
     count = _parse_id(header[2], source, 1, "merge count")
     if len(lines) - 1 != count:
         raise MergesError(source, f"header announces {count} merges but the file has {len(lines) - 1}")
@@ -193,7 +200,7 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
 
 def _parse_id(text: bytes, source: str, line: int, what: str) -> int:
     if not text or not text.isdigit() or not text.isascii() or (len(text) > 1 and text[:1] == b"0") or len(text) > 10:
-        raise MergesError(source, f"{what} {text[:20]!r} is not a decimal number without leading zeros", line=line)
+        raise MergesError(source, f"{what} {quote_bytes(text[:20])} is not a decimal number without leading zeros", line=line)
     value = int(text)
     if value >= _MAX_ID:
         raise MergesError(source, f"{what} {value} is too large", line=line)
@@ -210,7 +217,7 @@ def _validate_pairs(pairs: tuple[tuple[int, int], ...], source: str) -> None:
             raise MergesError(source, f"merge {k} ({left} {right}) uses an id not smaller than the id it makes ({new_id})", line=k + 2)
         token = tokens[left] + tokens[right]
         if token in seen:
-            raise MergesError(source, f"merge {k} ({left} {right}) makes bytes {token!r} that an earlier id already has", line=k + 2)
+            raise MergesError(source, f"merge {k} ({left} {right}) makes bytes {quote_bytes(token[:20])} that an earlier id already has", line=k + 2)
         seen.add(token)
         tokens.append(token)
 
@@ -236,34 +243,82 @@ def merge_pair(ids, left: int, right: int, new_id: int) -> list[int]:
     return merged
 
 
-def atomic_write(path: Path, *chunks: bytes, what: str = "cannot write") -> None:
-    """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
+def quote_bytes(data: bytes) -> str:
+    """``data`` in double quotes for an error message, as the Go and Rust programs write it.
+
+    Printable ASCII stays (``"`` and ``\\`` get a backslash), every other byte is
+    ``\\xNN`` (two lower-case hex digits), so all three implementations print the same
+    message for any bytes, valid UTF-8 or not.
+    """
+    out = ['"']
+    for b in data:
+        if b in (0x22, 0x5C):
+            out.append("\\" + chr(b))
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    out.append('"')
+    return "".join(out)
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file, its path taken as given (no ``pathlib`` clean-up: ``"a/"``
+    is not ``"a"``, ``""`` is not ``"."``), as the Go and Rust programs open it.
 
     Raises:
-        OutputError: the folder is not writable or the disk is full (``what`` starts
-            the message); the temporary file is removed.
+        OSError: the operating system's error (missing, a directory, unreadable...).
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(os.fsdecode(path), "rb") as fh:
+        return fh.read()
+
+
+def atomic_write(path: str | os.PathLike[str], *chunks: bytes, what: str = "cannot write") -> None:
+    """Write ``chunks`` to ``path`` through a temporary file and a rename (no half files).
+
+    The path is taken as given, split at its last ``/`` (the Go and Rust programs do the
+    same): the temporary file is ``<folder>/.<name>.tmp<pid>`` and the rename replaces
+    ``<folder>/<name>``. A path whose name is empty, ``.`` or ``..`` (``"out/"``) names a
+    folder and is refused with "Is a directory"; the empty path does not exist ("No such
+    file or directory", as ``open("")`` says).
+
+    Raises:
+        OutputError: the folder is missing or not writable, the path is a folder, or the
+            disk is full (``what`` starts the message, the operating system's reason
+            follows); the temporary file is removed.
+    """
+    target = os.fsdecode(path)
+    if not target:
+        raise OutputError(target, f"{what}: {os.strerror(errno.ENOENT)}")
+    folder, slash, name = target.rpartition("/")
+    folder += slash
+    if name in ("", ".", ".."):
+        raise OutputError(target, f"{what}: {os.strerror(errno.EISDIR)}")
+    tmp = f"{folder}.{name}.tmp{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
             for chunk in chunks:
                 fh.write(chunk)
-        os.replace(tmp, path)
+        os.rename(tmp, target)
     except OSError as exc:
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
-        raise OutputError(path, f"{what}: {exc.strerror or exc}") from None
+        raise OutputError(target, f"{what}: {exc.strerror or exc}") from None
 
 
 class Encoder:
     """The reference byte-level BPE encoder (module doc, algorithm version 1).
 
     Encoding caches the ids of each chunk of at most :data:`CACHE_MAX_CHUNK` bytes, so
-    prose (a few thousand distinct words) encodes at several MB/s in pure Python; long
-    chunks (a 1 MB line without spaces) are merged with a heap in O(n log n).
+    prose (a few thousand distinct words) encodes at several MB/s in pure Python. Chunks
+    of :data:`LONG_CHUNK` bytes or more (a 1 MB line without spaces, 4 MB of one
+    repeated byte) are merged rank by rank over the whole array with numpy: each pass
+    merges every occurrence of the lowest rank present, so a run of one byte takes a
+    handful of passes of linear cost instead of one interpreted heap step per merge;
+    once a pass merges fewer than ``1/256`` of the symbols, a heap (O(n log n)) takes
+    over. :attr:`work` counts both kinds of step (tests bound it without timing).
 
     Example::
 
@@ -277,6 +332,8 @@ class Encoder:
         # pair key (left << 32 | right) -> rank; the made id is 256 + rank
         self._ranks: dict[int, int] = {(left << 32) | right: k for k, (left, right) in enumerate(merges.pairs)}
         self._cache: dict[bytes, tuple[int, ...]] = {}
+        self._rank_arrays = None  # numpy lookup tables of _merge_long, built on first use
+        self.work = MergeWork()
 
     @property
     def vocab_size(self) -> int:
@@ -312,13 +369,17 @@ class Encoder:
             return tuple(chunk)
         if len(chunk) <= _SHORT_CHUNK:
             return self._merge_short(chunk)
-        return self._merge_heap(chunk)
+        if len(chunk) < LONG_CHUNK:
+            return self._merge_heap(chunk)
+        return self._merge_long(chunk)
 
     def _merge_short(self, chunk: bytes) -> tuple[int, ...]:
         # Quadratic, but chunks are short: merge every occurrence of the lowest-rank pair.
         ranks = self._ranks
         ids = list(chunk)
+        work = self.work
         while len(ids) > 1:
+            work.scan_steps += len(ids) - 1
             best = None
             for i in range(len(ids) - 1):
                 rank = ranks.get((ids[i] << 32) | ids[i + 1])
@@ -330,13 +391,15 @@ class Encoder:
             ids = merge_pair(ids, left, right, 256 + best)
         return tuple(ids)
 
-    def _merge_heap(self, chunk: bytes) -> tuple[int, ...]:
-        # Linked list of symbols + min-heap of (rank, position): the lowest rank, then
-        # the leftmost position, is merged first. Stale heap entries are recognised by
-        # the rank of the pair now at that position (a rank names exactly one pair).
+    def _merge_heap(self, symbols) -> tuple[int, ...]:
+        # ``symbols``: the chunk's bytes, or ids part-way merged by _merge_long.
+        # Linked list of symbols + min-heap of rank << 40 | position: the lowest rank,
+        # then the leftmost position, is merged first. Stale heap entries are
+        # recognised by the rank of the pair now at that position (a rank names
+        # exactly one pair).
         ranks = self._ranks
-        n = len(chunk)
-        ids = list(chunk)
+        ids = list(symbols)
+        n = len(ids)
         nxt = list(range(1, n + 1))
         nxt[-1] = -1
         prv = list(range(-1, n - 1))
@@ -344,11 +407,14 @@ class Encoder:
         for i in range(n - 1):
             rank = ranks.get((ids[i] << 32) | ids[i + 1])
             if rank is not None:
-                heap.append((rank, i))
+                heap.append((rank << 40) | i)
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
+        mask = (1 << 40) - 1
+        pops = len(heap)
         while heap:
-            rank, i = pop(heap)
+            top = pop(heap)
+            rank, i = top >> 40, top & mask
             j = nxt[i]
             if j < 0 or ids[i] < 0 or ranks.get((ids[i] << 32) | ids[j]) != rank:
                 continue
@@ -361,18 +427,122 @@ class Encoder:
                 prv[k] = i
                 r = ranks.get((new_id << 32) | ids[k])
                 if r is not None:
-                    push(heap, (r, i))
+                    push(heap, (r << 40) | i)
+                    pops += 1
             p = prv[i]
             if p >= 0:
                 r = ranks.get((ids[p] << 32) | new_id)
                 if r is not None:
-                    push(heap, (r, p))
+                    push(heap, (r << 40) | p)
+                    pops += 1
+        self.work.heap_steps += pops
         out = []
         i = 0
         while i >= 0:
             out.append(ids[i])
             i = nxt[i]
         return tuple(out)
+
+    def _lookup_arrays(self):
+        """(byte_pair_rank, keys, ranks): numpy tables of :meth:`_merge_long`, built once.
+
+        ``byte_pair_rank[left * 256 + right]`` is the rank of a pair of two byte ids
+        (``_NO_RANK`` if none); ``keys`` are the sorted pair keys ``left << 32 | right``
+        of all merges and ``ranks`` their ranks, for ``searchsorted``.
+        """
+        if self._rank_arrays is None:
+            import numpy as np
+
+            pairs = self.merges.pairs
+            byte_pair_rank = np.full(1 << 16, _NO_RANK, dtype=np.int64)
+            keys = np.fromiter(((left << 32) | right for left, right in pairs), dtype=np.int64, count=len(pairs))
+            ranks = np.arange(len(pairs), dtype=np.int64)
+            byte_merges = [(k, left, right) for k, (left, right) in enumerate(pairs) if left < 256 and right < 256]
+            for k, left, right in byte_merges:
+                byte_pair_rank[(left << 8) | right] = k
+            order = np.argsort(keys, kind="stable")
+            self._rank_arrays = (byte_pair_rank, keys[order], ranks[order])
+        return self._rank_arrays
+
+    def _pair_ranks(self, left, right):
+        """Ranks of the pairs ``(left[i], right[i])`` (int64 arrays), ``_NO_RANK`` where none."""
+        import numpy as np
+
+        _, keys, ranks = self._lookup_arrays()
+        if keys.size == 0:
+            return np.full(left.size, _NO_RANK, dtype=np.int64)
+        wanted = (left << 32) | right
+        at = np.searchsorted(keys, wanted)
+        np.minimum(at, keys.size - 1, out=at)
+        return np.where(keys[at] == wanted, ranks[at], _NO_RANK)
+
+    def _merge_long(self, chunk: bytes) -> tuple[int, ...]:
+        # Rank by rank over the whole array. A merge's own ids are older than it, so
+        # a pair made by merging rank r has a rank above r: merging every occurrence of
+        # the lowest rank present, left to right, is exactly the reference order. Only
+        # when left == right can two occurrences overlap ("aaa"); leftmost-first then
+        # takes every other one of each run of consecutive positions.
+        import numpy as np
+
+        byte_pair_rank, _, _ = self._lookup_arrays()
+        pairs = self.merges.pairs
+        work = self.work
+        ids = np.frombuffer(chunk, dtype=np.uint8).astype(np.int64)
+        pair_rank = byte_pair_rank[(ids[:-1] << 8) | ids[1:]]
+        while ids.size > 1:
+            work.vector_passes += 1
+            work.vector_elements += ids.size
+            rank = int(pair_rank.min())
+            if rank == _NO_RANK:
+                return tuple(ids.tolist())
+            at = np.flatnonzero(pair_rank == rank)
+            left, right = pairs[rank]
+            if left == right and at.size > 1:
+                run_start = np.empty(at.size, dtype=bool)
+                run_start[0] = True
+                np.not_equal(at[1:], at[:-1] + 1, out=run_start[1:])
+                index = np.arange(at.size)
+                first = np.maximum.accumulate(np.where(run_start, index, 0))
+                at = at[(index - first) % 2 == 0]
+            ids[at] = 256 + rank
+            ids = np.delete(ids, at + 1)
+            pair_rank = np.delete(pair_rank, at)
+            # The pairs on both sides of each merged symbol changed: look them up again.
+            merged = at - np.arange(at.size)
+            touched = np.concatenate((merged - 1, merged))
+            touched = touched[(touched >= 0) & (touched < ids.size - 1)]
+            pair_rank[touched] = self._pair_ranks(ids[touched], ids[touched + 1])
+            if at.size * _PASS_MIN_SHARE < ids.size:
+                break
+        if ids.size <= 1:
+            return tuple(ids.tolist())
+        return self._merge_heap(ids.tolist())
+
+
+_NO_RANK = 1 << 62
+"""Rank of a pair that is no merge in :meth:`Encoder._merge_long` (above every rank)."""
+
+
+@dataclass
+class MergeWork:
+    """Steps an :class:`Encoder` has taken (cumulative; a timing-free cost measure).
+
+    Attributes:
+        scan_steps: pairs looked at by the quadratic loop of short chunks.
+        heap_steps: heap entries pushed (and so popped) by the heap merge.
+        vector_passes: whole-array passes over long chunks.
+        vector_elements: symbols those passes went over (each costs a few ns in numpy).
+    """
+
+    scan_steps: int = 0
+    heap_steps: int = 0
+    vector_passes: int = 0
+    vector_elements: int = 0
+
+    @property
+    def interpreted_steps(self) -> int:
+        """Steps run one by one by the Python interpreter (scan + heap)."""
+        return self.scan_steps + self.heap_steps
 
 
 def train(corpus: bytes, vocab_size: int) -> Merges:
@@ -455,7 +625,7 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
 def read_corpus(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a corpus file; raises :class:`CorpusError` when it cannot be read."""
     try:
-        return Path(path).read_bytes()
+        return read_file(path)
     except OSError as exc:
         raise CorpusError(path, f"cannot read corpus: {exc.strerror or exc}") from None
 

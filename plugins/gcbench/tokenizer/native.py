@@ -3,7 +3,12 @@
 :func:`run_native` runs a built binary (see :mod:`gcbench.factory.tokenizers` for the
 build) as an argv list and turns its exit code and message into the same exception the
 Python reference raises for that fault (the codes are listed in
-:mod:`gcbench.tokenizer.errors`).
+:mod:`gcbench.tokenizer.errors`), with the same text: the programs print the operating
+system's reason as the C library words it ("No such file or directory"), as Python's
+``OSError.strerror`` does, and bytes in merges errors as
+:func:`gcbench.tokenizer.bpe.quote_bytes`. Paths travel as bytes both ways (argv and
+the program's stderr, decoded with ``surrogateescape`` as Python decodes file names), so
+a name that is not UTF-8 comes back as the path given.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ class NativeRun:
 
     @property
     def mb_per_s(self) -> float:
-        """Encoding throughput, 1e6 bytes per second of ``encode_s``."""
+        """Encoding throughput, 1e6 bytes per second of ``encode_s`` (0 for no bytes)."""
+        if self.bytes == 0:
+            return 0.0
         return self.bytes / 1e6 / self.encode_s if self.encode_s > 0 else float("inf")
 
 
@@ -62,30 +69,31 @@ def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], c
             exit codes 3, 4, 5, 6, with its message.
         TokenizerError: any other failure (killed, timeout, unknown exit code).
     """
-    argv = [str(binary), "--merges", str(merges), "--in", str(corpus), "--out", str(out), "--stats",
-            "--repeat", str(int(repeat))]
+    paths = [os.fsdecode(p) for p in (binary, merges, corpus, out)]
+    argv = [paths[0], "--merges", paths[1], "--in", paths[2], "--out", paths[3], "--stats", "--repeat", str(int(repeat))]
     started = time.perf_counter()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **env} if env else None)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout_s, env={**os.environ, **env} if env else None)
     except subprocess.TimeoutExpired:
         raise TokenizerError(binary, f"did not finish within {timeout_s:g} s") from None
     except OSError as exc:
         raise TokenizerError(binary, f"cannot run: {exc.strerror or exc}") from None
     wall_s = time.perf_counter() - started
+    stdout = proc.stdout.decode("utf-8", "surrogateescape")
     if proc.returncode != 0:
-        raise _native_error(proc.returncode, proc.stderr, str(binary), str(merges), str(corpus), str(out))
+        raise _native_error(proc.returncode, proc.stderr.decode("utf-8", "surrogateescape"), *paths)
     try:
-        stats = json.loads(proc.stdout.strip().splitlines()[-1])
+        stats = json.loads(stdout.strip().splitlines()[-1])
         return NativeRun(stats["impl"], int(stats["bytes"]), int(stats["tokens"]), float(stats["encode_s"]), wall_s)
-    except (IndexError, ValueError, KeyError) as exc:
-        raise TokenizerError(binary, f"unexpected output {proc.stdout[:200]!r}: {exc}") from None
+    except (IndexError, ValueError, KeyError, TypeError) as exc:
+        raise TokenizerError(binary, f"unexpected output {stdout[:200]!r}: {exc}") from None
 
 
 def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str, out: str) -> TokenizerError:
-    text = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {code}"
-    # "<prog>: error: <path>: <message>" -> <message>
-    message = re.sub(r"^\S+: error: ", "", text)
+    # One message, "<prog>: error: <path>: <message>\n"; a path may hold newlines, so the
+    # whole of stderr is the message (Go's runtime or a Rust panic may add more lines).
+    text = stderr.removesuffix("\n") if stderr.strip() else f"exit status {code}"
+    message = re.sub(r"^gcbench-tok-(?:go|rust): error: ", "", text)
     for path in (merges, corpus, out):
         if message.startswith(path + ": "):
             message = message[len(path) + 2:]
@@ -126,7 +134,10 @@ def tokenize_file(impl: str, merges: str | os.PathLike[str], corpus: str | os.Pa
         m = Merges.load(merges)
         data = read_corpus(corpus)
         t0 = time.perf_counter()
-        ids = Encoder(m).encode(data)
+        try:
+            ids = Encoder(m).encode(data)
+        except MemoryError:
+            raise TokenizerError(corpus, f"out of memory encoding {len(data)} bytes") from None
         encode_s = time.perf_counter() - t0
         count = write_tokens(out, ids, m)
         return NativeRun("python", len(data), count, encode_s, time.perf_counter() - started)

@@ -28,7 +28,6 @@ import hashlib
 import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gcbench.tokenizer.errors import TokenFileError
@@ -101,7 +100,7 @@ def write_tokens(path: str | os.PathLike[str], ids: Any, merges: _MergesLike) ->
     body = arr.astype("<u2" if itemsize == 2 else "<u4").tobytes()
     from gcbench.tokenizer.bpe import atomic_write
 
-    atomic_write(Path(path), header, body, what="cannot write token file")
+    atomic_write(path, header, body, what="cannot write token file")
     return int(arr.size)
 
 
