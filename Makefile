@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
+# Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests,
+# pdflatex with booktabs for the paper table's LaTeX test).
 system-deps:
-	@bash scripts/system_deps.sh go cargo chromium
+	@bash scripts/system_deps.sh go cargo chromium latex
 
 demo: setup
 	@bash scripts/system_deps.sh go cargo
