@@ -92,6 +92,8 @@ def run_plan(
 def report_cmd(
     run_id: str = typer.Argument(..., help="Airflow run id (see the run's output or the UI)."),
     plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run id."),
+    paper: bool = typer.Option(False, "--paper", help="Also write the study's headline tables "
+                               "(paper.md, paper.tex: LaTeX booktabs) and print their paths."),
 ) -> None:
     """Write (again) the report of a stored run and print its path."""
     from gcbench.plan.schema import Plan as PlanModel
@@ -107,8 +109,11 @@ def report_cmd(
         raise StoreError(f"no stored run {run_id!r}" + (f" of plan {plan!r}" if plan else ""))
     if len(rows) > 1:
         raise StoreError(f"run id {run_id!r} exists for several plans; give --plan")
-    path = report_run(PlanModel.model_validate(rows[0][0]), run_id)
+    path = report_run(PlanModel.model_validate(rows[0][0]), run_id, paper=paper)
     typer.echo(str(path))
+    if paper:
+        typer.echo(str(path.with_name("paper.md")))
+        typer.echo(str(path.with_name("paper.tex")))
 
 
 @app.command("doctor")
