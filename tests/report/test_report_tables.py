@@ -213,3 +213,12 @@ def test_totals_line_is_scaled(measured_report):
     _, paths = measured_report
     md = paths.markdown.read_text(encoding="utf-8")
     assert re.search(r"Total over valid trials: [\d.,]+ kWh, [\d.,]+ gCO2e at 0.2 kgCO2e/kWh", md)
+
+
+def test_no_headline_says_why_when_no_comparison_has_a_ci():
+    from gcbench.report.writer import _no_comparison_reason
+
+    a = analyze(make_report_data(kinds=("tinylm",), n_rep=2, failures=False), FAST)
+    assert a.comparisons and not a.headlines
+    assert _no_comparison_reason(a).startswith("No headline: no comparison has a CI (each needs "
+                                               "at least 3 valid trials per group")

@@ -15,6 +15,9 @@ Layout of ``out_dir``::
     groups.csv         one row per group and metric; data_source: SIMULATED when that
                        metric comes from simulated GPU energy, else measured
     comparisons.csv    one row per comparison and metric; data_source as in groups.csv
+    tradeoff.csv       one row per configuration of each energy-time trade-off (energy,
+                       time, changes against the baseline); data_source as in groups.csv
+    paper.md/.tex      with paper=True: the study's headline tables (gcbench.report.paper)
     report.json        summary for the Airflow view (headlines, counts, simulated)
 """
 
@@ -150,7 +153,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     no_comparison = _no_comparison_reason(a) if not headlines else ""
     left_out = a.untested_for_ci()
     headline_note = ""
-    if left_out:
+    if left_out and headlines:
         headline_note = (f"{len(left_out)} comparison{'s' if len(left_out) > 1 else ''} without a "
                          f"CI (fewer than {stats.MIN_N_CI} valid trials in a group) "
                          f"{'are' if len(left_out) > 1 else 'is'} not a headline; see Comparisons.")
@@ -236,6 +239,11 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
 def _no_comparison_reason(a: Analysis) -> str:
     """Why the headlines are empty: no two variants one factor apart, or they exist but
     their groups are inconclusive or empty (named)."""
+    left_out = a.untested_for_ci()
+    if left_out:
+        return (f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
+                f"valid trials per group; {len(left_out)} comparisons are point estimates only, "
+                f"see Comparisons).")
     if a.comparisons:
         return ("No headline comparisons: every planned comparison is of a metric not "
                 "summarized in headlines.")
@@ -347,6 +355,45 @@ COMPARISON_CSV_COLUMNS = (
 )
 
 
+TRADEOFF_CSV_COLUMNS = (
+    "data_source", "workload", "kind", "configuration", "variant", "factors", "baseline",
+    "on_front", "energy_metric", "energy_unit", "energy_n", "energy_median", "energy_ci_low",
+    "energy_ci_high", "time_metric", "time_unit", "time_n", "time_median", "time_ci_low",
+    "time_ci_high", "energy_pct_change", "energy_pct_ci_low", "energy_pct_ci_high",
+    "time_pct_change", "time_pct_ci_low", "time_pct_ci_high",
+)
+"""tradeoff.csv columns: one row per configuration of each energy-time trade-off; the
+changes are against the baseline configuration (percentage change of the medians, BCa
+CI); ``data_source`` SIMULATED when the energy comes from the simulated device."""
+
+
+def tradeoff_frame(a: Analysis) -> pd.DataFrame:
+    """tradeoff.csv: every configuration of every trade-off (see TRADEOFF_CSV_COLUMNS)."""
+    rows = []
+    for t in a.tradeoffs:
+        for c in t.configs:
+            de, dt = c.d_energy, c.d_time
+            rows.append(dict(
+                data_source=_source_label(t.simulated), workload=t.workload, kind=t.kind,
+                configuration=c.label, variant=c.group.variant,
+                factors=json.dumps(c.group.factors, sort_keys=True, default=str),
+                baseline=c.is_baseline, on_front=c.on_front,
+                energy_metric=t.energy_metric, energy_unit=info(t.energy_metric).unit,
+                energy_n=c.energy.n, energy_median=c.energy.median,
+                energy_ci_low=c.energy.ci_low, energy_ci_high=c.energy.ci_high,
+                time_metric=t.time_metric, time_unit=info(t.time_metric).unit,
+                time_n=c.time.n, time_median=c.time.median, time_ci_low=c.time.ci_low,
+                time_ci_high=c.time.ci_high,
+                energy_pct_change=de.pct_change if de else None,
+                energy_pct_ci_low=de.pct_ci_low if de else None,
+                energy_pct_ci_high=de.pct_ci_high if de else None,
+                time_pct_change=dt.pct_change if dt else None,
+                time_pct_ci_low=dt.pct_ci_low if dt else None,
+                time_pct_ci_high=dt.pct_ci_high if dt else None,
+            ))
+    return pd.DataFrame(rows, columns=list(TRADEOFF_CSV_COLUMNS))
+
+
 def comparisons_frame(a: Analysis) -> pd.DataFrame:
     """comparisons.csv: one row per comparison and metric (pct_change: of the medians)."""
     rows = []
@@ -403,10 +450,12 @@ def write_report(data: ReportData, out_dir: Path, *,
         "trials": out_dir / "trials.csv",
         "groups": out_dir / "groups.csv",
         "comparisons": out_dir / "comparisons.csv",
+        "tradeoff": out_dir / "tradeoff.csv",
     }
     trials_frame(a).to_csv(csv["trials"], index=False)
     groups_frame(a).to_csv(csv["groups"], index=False)
     comparisons_frame(a).to_csv(csv["comparisons"], index=False)
+    tradeoff_frame(a).to_csv(csv["tradeoff"], index=False)
     summary = dict(
         plan_name=data.plan_name, run_id=data.run_id, logical_date=data.logical_date,
         title=ctx["title"], generated_at=ctx["generated_at"], simulated=a.simulated,
