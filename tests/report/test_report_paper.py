@@ -157,3 +157,34 @@ def test_pdflatex_is_installed_where_ci_runs():
         assert PDFLATEX and _have_booktabs(), "pdflatex/booktabs missing: run scripts/system_deps.sh latex"
     elif not (PDFLATEX and _have_booktabs()):
         pytest.skip("pdflatex absent on this machine: the LaTeX compile test did not run")
+
+
+def test_settings_a_plan_fixes_come_from_what_the_trials_recorded():
+    """The smoke plan sets mode (and tinylm-train's path, ResNet's precision) as settings,
+    not factors: the tables read them from the trials' recorded values."""
+    data = make_report_data(kinds=("tinylm", "resnet_cifar"), n_rep=3, failures=False)
+    t = data.trials
+    t["mode"] = [f.get("mode") for f in t["factors"]]
+    t["path"] = [f.get("path") for f in t["factors"]]
+    t["precision"] = [f.get("precision") for f in t["factors"]]
+    t["factors"] = [{k: v for k, v in f.items() if k != "mode"} for f in t["factors"]]
+    train = t["workload"] == "tinylm-train"
+    t.loc[train, "factors"] = [{} for _ in range(int(train.sum()))]
+    t.loc[train, "variant"] = t.loc[train, "path"].map(lambda p: f"tinylm-train-{p}")
+    t = t[~train | t["path"].eq("torch")]
+    res = t["kind"] == "resnet_cifar"
+    fp32 = t["precision"].eq("fp32") & t["factors"].map(lambda f: f.get("gpus") == 1)
+    t = t[~res | fp32].copy()
+    t.loc[t["kind"] == "resnet_cifar", "factors"] = [
+        {"power_cap_w": f["power_cap_w"]} for f in t.loc[t["kind"] == "resnet_cifar", "factors"]]
+    t["gpus"] = [1.0 if k == "resnet_cifar" else np.nan for k in t["kind"]]
+    data.trials = t.reset_index(drop=True)
+    a = analyze(data, FAST)
+    jt, gpu = paper_tables(a)
+    rows = _rows(jt)
+    assert [(r["regime"], r["path"], r["Δ GPU J/token vs pure PyTorch"]) for r in rows][-1] == \
+        ("train", "torch", "reference")
+    assert {r["regime"] for r in rows} == {"infer", "train"}
+    g = _rows(gpu)
+    assert {(r["gpus"], r["precision"]) for r in g} == {("1", "fp32")}
+    assert sorted(r["power_cap_w"] for r in g) == ["200", "250", "300"]

@@ -44,6 +44,10 @@ from gcbench.report.tables import (
 BASELINE_PATH = "torch"
 """The regime study's reference path: pure PyTorch (tokenization inside the process)."""
 
+STUDY_FACTORS = ("gpus", "precision", "power_cap_w")
+"""The multi-GPU study's configuration columns, shown whether a plan varies them or sets
+them (a cap of – is no cap)."""
+
 
 @dataclass
 class PaperTable:
@@ -107,6 +111,22 @@ def _size(v) -> str:
     return f"{n:g} B"
 
 
+def setting(g: Group, key: str):
+    """A group's value of ``key``: its factor, else the one value its valid trials
+    recorded (a plan setting the workload reports, e.g. ``path`` or ``precision``), else
+    None (unknown, or not the same in every trial)."""
+    if key in g.factors:
+        return g.factors[key]
+    used = g._used
+    if used is None or key not in used.columns:
+        return None
+    vals = {v for v in used[key] if v is not None and v == v}
+    if len(vals) != 1:
+        return None
+    v = vals.pop()
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def _context(factors: dict, skip: tuple[str, ...]) -> str:
     parts = []
     for k in sorted(factors):
@@ -149,21 +169,23 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
 
     def regime(g: Group) -> str:
         rest = _context(g.factors, ("path", "mode"))
-        mode = g.factors.get("mode")
+        mode = setting(g, "mode")
         head = str(mode) if mode is not None else g.workload
         return f"{head} ({rest})" if rest else head
 
     def key(g: Group):
-        return (regime(g), g.factors.get("path") != BASELINE_PATH, str(g.factors.get("path")))
+        return (regime(g), setting(g, "path") != BASELINE_PATH, str(setting(g, "path")))
+
+    def same_but_path(h: Group, g: Group) -> bool:
+        return (h.workload == g.workload and setting(h, "path") == BASELINE_PATH
+                and {k: v for k, v in h.factors.items() if k != "path"}
+                == {k: v for k, v in g.factors.items() if k != "path"})
 
     rows = []
     missing_ref = []
     for g in sorted(groups, key=key):
-        path = g.factors.get("path")
-        ref = next((h for h in groups if h.workload == g.workload
-                    and h.factors.get("path") == BASELINE_PATH
-                    and {k: v for k, v in h.factors.items() if k != "path"}
-                    == {k: v for k, v in g.factors.items() if k != "path"}), None)
+        path = setting(g, "path")
+        ref = next((h for h in groups if same_but_path(h, g)), None)
         if path is None:
             change = DASH
         elif path == BASELINE_PATH:
@@ -228,7 +250,8 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
                   and {k: v for k, v in g.factors.items() if k != "memory"} == rest), None)
         if q is None:
             continue
-        ctx = _context(p.factors, ("memory",)) or p.workload
+        size = setting(p, "size_bytes")
+        ctx = _context(p.factors, ("memory",)) or (_size(size) if size is not None else p.workload)
         rows.append([
             ctx, f"{p.summaries['gb_per_s'].n}, {q.summaries['gb_per_s'].n}",
             _cell(summary_cell(p.summaries["gb_per_s"], p.values["gb_per_s"], ub)),
@@ -261,7 +284,8 @@ def multigpu(a: Analysis) -> PaperTable | None:
     rows = []
     sim = any(t.simulated for t in ts)
     conf = round(a.settings.confidence * 100)
-    factors = sorted({k for t in ts for c in t.configs for k in c.group.factors})
+    factors = list(dict.fromkeys([*STUDY_FACTORS,
+                                  *sorted({k for t in ts for c in t.configs for k in c.group.factors})]))
     groups = [c.group for t in ts for c in t.configs]
     em = ts[0].energy_metric
     ue = column_unit(groups, em)
@@ -281,7 +305,8 @@ def multigpu(a: Analysis) -> PaperTable | None:
             g = c.group
             base = t.baseline
             d_co2 = None if base is None or c.is_baseline else a.comparison(g, base.group, "co2e_kg")
-            row = ([t.workload] if len(ts) > 1 else []) + [str(g.factors.get(k, DASH)) for k in factors]
+            row = ([t.workload] if len(ts) > 1 else []) + [
+                DASH if setting(g, k) is None else str(setting(g, k)) for k in factors]
             row += [str(c.energy.n),
                     _cell(summary_cell(c.energy, g.values.get(em), ue)),
                     "baseline" if c.is_baseline else _change(c.d_energy),

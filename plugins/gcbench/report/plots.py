@@ -331,9 +331,9 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
             drawn.add("invalid", "Red crosses: invalid trials, excluded from statistics.",
                       Line2D([], [], marker="x", ls="", color=INVALID_COLOR), "invalid trial")
     if no_ci:
-        drawn.add(f"no-ci-{metric}", f"No median or CI where a group has fewer than "
-                  f"{stats.MIN_N_CI} valid trials (only its trials are drawn): "
-                  f"{'; '.join(no_ci)}.")
+        text = (f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials "
+                f"(only its trials are drawn): {'; '.join(no_ci)}.")
+        drawn.add(text, text)  # keyed by its text: panels with the same groups say it once
     if _log_if_wide(ax, everything / f, "y"):
         drawn.add(f"log-{metric}", f"The {mi.label} axis is logarithmic.")
     ax.set_xticks(np.arange(len(groups)), labels, rotation=30, ha="right", fontsize=8)
@@ -369,8 +369,10 @@ def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[s
         tail = (f"{sim_names} comes from the simulated device's power model; "
                 f"{' and '.join(measured)} is measured.")
     n_trials = sum(g.summaries[metrics[0]].n for g in groups)
-    caption = drawn.caption(f"{names} of the {len(groups)} groups of {workload} "
-                            f"({n_trials} valid trials).", )
+    lead = (f"{names[:1].upper()}{names[1:]} of the {len(groups)} "
+            f"group{'s' if len(groups) != 1 else ''} of {workload} "
+            f"({n_trials} valid trial{'s' if n_trials != 1 else ''}).")
+    caption = drawn.caption(lead)
     if tail:
         caption += " " + tail
     png = _png(fig, sim, banner)
