@@ -29,9 +29,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"
 	touch $(BENCH_STAMP)
 
-# Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests).
+# Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests,
+# pdflatex with booktabs for the paper table's LaTeX test).
 system-deps:
-	@bash scripts/system_deps.sh go cargo chromium
+	@bash scripts/system_deps.sh go cargo chromium latex
 
 demo: setup
 	@bash scripts/system_deps.sh go cargo

@@ -2,12 +2,20 @@
 # Installs the Debian packages GC-Bench needs, when missing and when we may (root).
 #   scripts/system_deps.sh go cargo           the Go and Rust toolchains (the native tokenizers)
 #   scripts/system_deps.sh go cargo chromium  plus Chromium (the UI tests)
+#   scripts/system_deps.sh latex              pdflatex and booktabs (the paper table's LaTeX test;
+#                                             about 150 MB installed, no fonts beyond Latin Modern)
 set -euo pipefail
-declare -A binary=([go]=go [cargo]=cargo [chromium]=chromium)
-declare -A package=([go]=golang-go [cargo]=cargo [chromium]=chromium)
+declare -A binary=([go]=go [cargo]=cargo [chromium]=chromium [latex]=pdflatex)
+declare -A package=([go]=golang-go [cargo]=cargo [chromium]=chromium
+                    [latex]="texlive-latex-base texlive-latex-recommended")
+present() {  # $1: what; true when its binary (and, for latex, booktabs.sty) is there
+  command -v "${binary[$1]}" >/dev/null 2>&1 || return 1
+  if [ "$1" = latex ]; then kpsewhich booktabs.sty >/dev/null 2>&1 || return 1; fi
+}
 need=()
 for what in "${@:-go}"; do
-  command -v "${binary[$what]}" >/dev/null 2>&1 || need+=("${package[$what]}")
+  # shellcheck disable=SC2206 - a package list splits into its packages
+  present "$what" || need+=(${package[$what]})
 done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then

@@ -163,3 +163,56 @@ def test_compare_constant_groups():
 def test_compare_zero_baseline_median_gives_no_percentage():
     c = stats.compare([1.0, 2.0, 3.0], [0.0, 0.0, 0.0], n_resamples=100)
     assert c.pct_change is None and c.note and "0" in c.note
+
+
+# --------------------------------------------------------------------------- pooled ratio
+
+# Fixed data (not measurements): GPU energy (J) and tokens of five trials whose token
+# counts differ tenfold, as on a loaded machine.
+ENERGY_J = np.array([360.0, 370.0, 380.0, 365.0, 390.0])
+TOKENS = np.array([7000.0, 9000.0, 94000.0, 12000.0, 30000.0])
+
+
+def test_pooled_ratio_is_sum_over_sum_not_the_median_of_ratios():
+    r = stats.summarize_ratio(ENERGY_J, TOKENS, group="g", metric="j_per_token", n_resamples=0)
+    assert r.pooled == pytest.approx(ENERGY_J.sum() / TOKENS.sum()) == pytest.approx(1865 / 152000)
+    assert r.pooled != pytest.approx(np.median(ENERGY_J / TOKENS))
+    assert r.n == 5 and r.n_excluded == 0 and r.ci_reason == "not requested"
+
+
+def test_pooled_ratio_ci_resamples_trials_as_pairs_like_scipy():
+    r = stats.summarize_ratio(ENERGY_J, TOKENS, n_resamples=2000, seed=3)
+    ref = sps.bootstrap((ENERGY_J, TOKENS), lambda e, t, axis=-1: e.sum(axis) / t.sum(axis),
+                        paired=True, vectorized=True, n_resamples=2000, method="BCa",
+                        rng=np.random.default_rng(3))
+    assert r.ci_method == "BCa"
+    assert r.ci_low == pytest.approx(ref.confidence_interval.low)
+    assert r.ci_high == pytest.approx(ref.confidence_interval.high)
+    assert r.ci_low <= r.pooled <= r.ci_high
+
+
+def test_pooled_ratios_of_the_same_trials_multiply_to_the_pooled_power():
+    """J/token x tokens/s = W: pooled figures agree with each other; medians of an even
+    number of trials (each the mean of two different trials) need not."""
+    e, t, seconds = ENERGY_J[:4], TOKENS[:4], np.array([1.2, 1.2, 1.3, 1.2])
+    jpt = stats.summarize_ratio(e, t, n_resamples=0).pooled
+    tps = stats.summarize_ratio(t, seconds, n_resamples=0).pooled
+    assert jpt * tps == pytest.approx(e.sum() / seconds.sum()) == pytest.approx(301.02, abs=0.01)
+    median_product = np.median(e / t) * np.median(t / seconds)
+    assert median_product == pytest.approx(312.93, abs=0.01)  # 4 % off the 301 W measured
+
+
+def test_pooled_ratio_excludes_unknown_and_non_positive_denominators():
+    r = stats.summarize_ratio([1.0, None, 3.0, 4.0, float("nan")], [2.0, 2.0, 0.0, 4.0, 1.0],
+                              n_resamples=100)
+    assert r.n == 2 and r.n_excluded == 3 and r.pooled == pytest.approx(5.0 / 6.0)
+    assert r.ci_low is None and "at least 3" in r.ci_reason
+
+
+def test_pooled_ratio_small_and_empty_groups_and_bad_shapes():
+    assert stats.summarize_ratio([], []).pooled is None
+    assert stats.summarize_ratio([2.0, 4.0], [1.0, 1.0]).ci_reason.startswith("n=2")
+    same = stats.summarize_ratio([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], n_resamples=100)
+    assert (same.ci_low, same.ci_high, same.ci_method) == (2.0, 2.0, "exact")
+    with pytest.raises(ValueError, match="numerator has 2 values, denominator 1"):
+        stats.summarize_ratio([1.0, 2.0], [1.0])

@@ -172,6 +172,8 @@ def report_cmd(
                               help="The run's id (see the run's output, gcbench runs or the UI) or its folder name "
                                    "under reports/<plan>/."),
     plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run."),
+    paper: bool = typer.Option(False, "--paper", help="Also write the study's headline tables "
+                               "(paper.md, paper.tex: LaTeX booktabs) and print their paths."),
 ) -> None:
     """Write (again) the report of a stored run and print its path."""
     from gcbench.plan.schema import Plan as PlanModel
@@ -180,8 +182,11 @@ def report_cmd(
 
     with db.connection() as conn:
         _, run_id, plan_json = find_run(conn, run, plan)
-    path = report_run(PlanModel.model_validate(plan_json), run_id)
+    path = report_run(PlanModel.model_validate(plan_json), run_id, paper=paper)
     typer.echo(str(path))
+    if paper:
+        typer.echo(str(path.with_name("paper.md")))
+        typer.echo(str(path.with_name("paper.tex")))
 
 
 @app.command("doctor")

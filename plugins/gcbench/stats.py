@@ -7,6 +7,10 @@ methods and reports the classical ones beside them:
 * per group: median, mean, standard deviation, coefficient of variation and a 95 %
   bootstrap confidence interval of the **median** by the bias-corrected and
   accelerated (BCa) method (:func:`summarize`);
+* per group, for a ratio such as J/token or tokens/s: the **pooled** estimator
+  ``sum(numerator) / sum(denominator)`` over the group's trials (total energy over total
+  tokens, as energy reports usually quote it) with a BCa bootstrap CI that resamples
+  whole trials (:func:`summarize_ratio`);
 * between two variants: the **percentage change of the medians**
   ``100 * (median(treatment) / median(baseline) - 1)`` with its BCa bootstrap CI
   (the two groups resampled independently), the Mann-Whitney U and Welch's t
@@ -221,6 +225,116 @@ def summarize(
     )
     return GroupSummary(**base, **figures, ci_low=low, ci_high=high, ci_method=method,
                         ci_reason=reason)
+
+
+# --------------------------------------------------------------------------- pooled ratio
+
+
+@dataclass
+class RatioSummary:
+    """The pooled ratio ``sum(numerator) / sum(denominator)`` of one group.
+
+    Pooling weights each trial by its denominator (tokens, bytes, seconds), so the pooled
+    J/token times the pooled tokens/s is the pooled power (total energy / total time):
+    pooled ratios of the same trials are consistent with each other, which medians of
+    per-trial ratios need not be.
+
+    Attributes:
+        group, metric: as in :class:`GroupSummary`.
+        n: trials used (numerator and denominator finite, denominator > 0).
+        n_excluded: trials left out (either value unknown, or denominator <= 0).
+        pooled: ``sum(numerator) / sum(denominator)`` over the n trials, in the
+            metric's unit; None when n == 0.
+        ci_low, ci_high: BCa bootstrap CI of ``pooled``, the trials resampled as
+            (numerator, denominator) pairs; None with ``ci_reason``.
+        ci_method, ci_reason, confidence, n_resamples: as in :class:`GroupSummary`.
+    """
+
+    group: str
+    metric: str
+    n: int
+    n_excluded: int
+    pooled: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_method: str | None
+    ci_reason: str | None
+    confidence: float = DEFAULT_CONFIDENCE
+    n_resamples: int = DEFAULT_RESAMPLES
+
+    def to_dict(self) -> dict:
+        """Plain dict (for CSV and JSON)."""
+        return asdict(self)
+
+
+def _pooled_last(num: np.ndarray, den: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(num, axis=axis) / np.sum(den, axis=axis)
+
+
+def summarize_ratio(
+    numerator: Iterable[float | None] | np.ndarray,
+    denominator: Iterable[float | None] | np.ndarray,
+    *,
+    group: str = "",
+    metric: str = "",
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | None = None,
+    min_n_ci: int = MIN_N_CI,
+) -> RatioSummary:
+    """Pooled ratio ``sum(numerator) / sum(denominator)`` with a bootstrap CI over trials.
+
+    Args:
+        numerator, denominator: per-trial values of equal length n (e.g. GPU energy in
+            J and tokens); pairs with an unknown value or a denominator <= 0 are left
+            out and counted.
+
+    The interval is the BCa bootstrap (Efron 1987) of the pooled ratio with the pairs
+    resampled together (``scipy.stats.bootstrap(paired=True)``), seeded like
+    :func:`summarize`; the percentile interval where BCa is undefined. Never raises on
+    small or empty groups; fewer than ``min_n_ci`` pairs give no interval, with the reason.
+
+    Raises:
+        ValueError: numerator and denominator differ in length.
+    """
+    num = np.asarray([np.nan if v is None else v for v in numerator], dtype=float).ravel()
+    den = np.asarray([np.nan if v is None else v for v in denominator], dtype=float).ravel()
+    if num.size != den.size:
+        raise ValueError(f"numerator has {num.size} values, denominator {den.size}")
+    keep = np.isfinite(num) & np.isfinite(den) & (den > 0)
+    num, den, n_excluded = num[keep], den[keep], int(keep.size - keep.sum())
+    n = int(num.size)
+    seed = stable_seed(group, metric, "pooled") if seed is None else seed
+    base = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
+                confidence=confidence, n_resamples=n_resamples)
+    if n == 0:
+        return RatioSummary(**base, pooled=None, ci_low=None, ci_high=None, ci_method=None,
+                            ci_reason="no valid values")
+    pooled = float(num.sum() / den.sum())
+    if n_resamples <= 0:
+        return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
+                            ci_reason="not requested")
+    if n < min_n_ci:
+        return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
+                            ci_reason=f"n={n}: at least {min_n_ci} values needed for a bootstrap CI")
+    ratios = num / den
+    if np.ptp(ratios) == 0:
+        return RatioSummary(**base, pooled=pooled, ci_low=pooled, ci_high=pooled,
+                            ci_method="exact", ci_reason="all ratios identical")
+    reason = None
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = _sps.bootstrap((num, den), _pooled_last, n_resamples=n_resamples,
+                                 confidence_level=confidence, method=method, vectorized=True,
+                                 paired=True, **{_RNG_KW: np.random.default_rng(seed)})
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return RatioSummary(**base, pooled=pooled, ci_low=low, ci_high=high,
+                                ci_method=method, ci_reason=reason)
+        reason = "BCa undefined (degenerate jackknife, many ties); percentile interval"
+    return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
+                        ci_reason="bootstrap distribution degenerate; no interval")
 
 
 # --------------------------------------------------------------------------- effect sizes

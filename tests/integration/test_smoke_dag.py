@@ -36,7 +36,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     with conn.cursor() as cur:
         cur.execute("SELECT trial_id, kind, status, valid, simulated, samples_count, reasons, flags FROM gcbench.trials")
         rows = cur.fetchall()
-        assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 18
+        assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 21
         # every trial ran and was validated; the only reason a trial may be invalid here is the
         # throughput-stability rule: on a machine shared with other work a CPU-bound window can
         # be starved (h2d copies swung 5-13x between a window's halves on a 2-core machine at
@@ -74,17 +74,24 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
         assert section in html
     md = report.with_name("report.md").read_text()
     assert "| **SIMULATED** resnet |" in md or "resnet" in md
-    assert (report.parent / "trials.csv").read_text().count("\n") == 19
+    assert (report.parent / "trials.csv").read_text().count("\n") == 22
 
     # the CLI writes the same run's report again and prints its path
     cli = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"]], capture_output=True,
                          text=True, env=env, timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert cli.stdout.strip() == str(report)
+    # --paper adds the study's headline tables beside it
+    paper = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"], "--paper"],
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert paper.returncode == 0, paper.stderr[-2000:]
+    assert paper.stdout.split() == [str(report), str(report.with_name("paper.md")), str(report.with_name("paper.tex"))]
+    tex = report.with_name("paper.tex").read_text()
+    assert "\\toprule" in tex and "\\textbf{SIMULATED}" in tex and "GPU energy per token" in tex
     missing = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", "no-such-run"], capture_output=True,
                              text=True, env=env, timeout=300)
     assert missing.returncode == 1 and missing.stderr.strip() == "error: no stored run 'no-such-run'"
     runs = subprocess.run([sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env,
                           timeout=300)
     assert runs.returncode == 0
-    assert f"smoke\t{status['run_id']}\t" in runs.stdout and f"18 trials, {n_valid} valid, 0 failed" in runs.stdout
+    assert f"smoke\t{status['run_id']}\t" in runs.stdout and f"21 trials, {n_valid} valid, 0 failed" in runs.stdout

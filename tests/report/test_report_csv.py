@@ -70,3 +70,31 @@ def test_measured_csvs_name_the_sensor(measured_report):
     assert set(t["gpu_energy_source"]) <= {"nvml", "nvidia-smi", "unavailable"}
     assert (t["simulated_columns"] == "").all()
     assert (pd.read_csv(paths.csv["groups"])["data_source"] == "measured").all()
+
+
+def test_tradeoff_csv_has_every_configuration_with_its_changes(measured_report):
+    from gcbench.report.writer import TRADEOFF_CSV_COLUMNS
+
+    _, paths = measured_report
+    df = pd.read_csv(paths.csv["tradeoff"])
+    assert list(df.columns) == list(TRADEOFF_CSV_COLUMNS)
+    assert len(df) == 12 and set(df["workload"]) == {"resnet50-cifar10"}  # the only trade-off
+    base = df[df["baseline"]]
+    assert len(base) == 1 and json.loads(base["factors"].iloc[0]) == {
+        "gpus": 1, "power_cap_w": 300, "precision": "fp32"}
+    assert base["energy_pct_change"].isna().all()
+    rest = df[~df["baseline"]]
+    want = 100 * (rest["energy_median"] / base["energy_median"].iloc[0] - 1)
+    assert (rest["energy_pct_change"] - want).abs().max() < 1e-9
+    assert (df["data_source"] == "measured").all() and df["on_front"].any()
+
+
+def test_simulated_tradeoff_csv_is_labelled():
+    from synthetic import make_report_data
+
+    from gcbench.report.analysis import ReportSettings, analyze
+    from gcbench.report.writer import tradeoff_frame
+
+    data = make_report_data(kinds=("resnet_cifar",), n_rep=3, simulated=True, failures=False)
+    df = tradeoff_frame(analyze(data, ReportSettings(n_resamples=200)))
+    assert len(df) == 12 and (df["data_source"] == "SIMULATED").all()

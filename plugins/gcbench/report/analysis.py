@@ -11,10 +11,17 @@ Rules applied here (and stated in the report):
   validation found too far apart in throughput (``validation.twin_max_ratio``, flag
   ``twins disagree``), is *inconclusive*: its figures are shown, marked, and it takes
   part in no test.
+* A group's energy ratio and rate of the same work (J/token and tokens/s, J/GB and GB/s:
+  ``metrics.PAIRED_METRICS``) are summarised over the same trials, those where both are
+  known; every ratio also gets the pooled estimator sum / sum
+  (:func:`gcbench.stats.summarize_ratio`) beside the median of per-trial ratios.
+* Headlines are comparisons that have a confidence interval (at least
+  ``stats.MIN_N_CI`` valid trials per side); the others stay in the comparisons table.
 * Comparisons are made inside one workload between variants that differ in exactly one
   factor, each non-baseline level against the baseline level. The baseline is the
   plan's ``report.baseline[factor]`` when given, else the highest value of a power-cap
-  factor (the uncapped reference), else the first level in sorted order. Numeric
+  factor (the uncapped reference), else FP32 for a precision factor (the full-precision
+  reference), else the first level in sorted order (the fewest GPUs, the smallest size). Numeric
   factors with three or more levels (sizes, batch sizes, GPU counts) are sweeps:
   summarized and plotted, not tested, unless named in ``report.compare`` or
   ``report.baseline``; power caps are always compared.
@@ -35,12 +42,14 @@ import pandas as pd
 from gcbench import stats
 from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData
 from gcbench.report.metrics import (
-    ENERGY_METRIC_ORDER,
+    CORE_METRICS,
+    PAIRED_METRICS,
+    RATIOS,
     describe_method,
     info,
     is_simulated_metric,
     kind_compared,
-    kind_metrics,
+    table_metrics,
 )
 from gcbench.stability import TWIN_FLAG
 from gcbench.units import J_PER_KWH
@@ -189,6 +198,17 @@ def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame
     return df, basis
 
 
+def add_time_per_work(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``s_per_token`` (duration_s / tokens) and ``s_per_gb`` (duration_s / GB): the
+    time side of the energy-time trade-off for workloads measured over a fixed window,
+    where energy per unit of work and time per unit of work are what trade."""
+    tokens = df["tokens"].where(df["tokens"] > 0)
+    gb = (df["bytes"] * 1e-9).where(df["bytes"] > 0)
+    df["s_per_token"] = df["duration_s"] / tokens
+    df["s_per_gb"] = df["duration_s"] / gb
+    return df
+
+
 # --------------------------------------------------------------------------- groups
 
 
@@ -218,6 +238,13 @@ class Group:
         inconclusive_reason: why, in words (None when conclusive).
         simulated: any trial of the group is simulated.
         summaries: metric -> :class:`gcbench.stats.GroupSummary` (valid trials only).
+        pooled: ratio metric -> :class:`gcbench.stats.RatioSummary`, the pooled
+            estimator over the same trials as ``summaries[metric]``.
+        values: metric -> the per-trial values summarised (shape (n,), NaN where the
+            trial's value is unknown or left out to keep a paired metric's trials);
+            the tables show them instead of a median below ``stats.MIN_N_CI`` trials,
+            and the plots draw each as a dot.
+        trial_ids: the valid trials' ids, in the order of ``values``.
         co2e_band: (median CO2e at band low, at band high), kgCO2e, or None.
     """
 
@@ -235,8 +262,19 @@ class Group:
     inconclusive: bool
     simulated: bool
     summaries: dict[str, stats.GroupSummary] = field(default_factory=dict)
+    pooled: dict[str, stats.RatioSummary] = field(default_factory=dict)
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    trial_ids: list[str] = field(default_factory=list)
     co2e_band: tuple[float, float] | None = None
     inconclusive_reason: str | None = None
+    _used: pd.DataFrame | None = field(default=None, repr=False)
+
+    def known(self, metric: str) -> np.ndarray:
+        """The finite values of ``metric`` that entered its summary."""
+        v = self.values.get(metric)
+        if v is None:
+            return np.array([])
+        return v[np.isfinite(v)]
 
     @property
     def label(self) -> str:
@@ -245,9 +283,59 @@ class Group:
 
 
 def workload_metrics(df: pd.DataFrame, kind: str) -> list[str]:
-    """The kind's metrics that are known in at least one trial of ``df``."""
-    ms = [m for m in kind_metrics(kind) if m in df.columns and df[m].notna().any()]
-    return ms or ["duration_s"]
+    """A workload's table metrics (``metrics.table_metrics``): the kind's metrics known
+    in at least one trial of ``df`` and every core metric, known or not."""
+    return [m for m in table_metrics(kind)
+            if m in CORE_METRICS or (m in df.columns and df[m].notna().any())]
+
+
+def paired_mask(used: pd.DataFrame, kind: str) -> np.ndarray:
+    """Trials of ``used`` where every paired metric of the kind (J/token and tokens/s...)
+    and its pooling denominator are known: the trials all of them are summarised over."""
+    keep = np.ones(len(used), dtype=bool)
+    for m in PAIRED_METRICS.get(kind, ()):
+        keep &= used[m].notna().to_numpy()
+        if m in RATIOS:
+            keep &= (used[RATIOS[m].denominator] > 0).to_numpy()
+    return keep
+
+
+PAIRED_DERIVED = {"s_per_token": "tokens_per_s", "s_per_gb": "gb_per_s"}
+"""Metrics derived from a paired rate, summarised over the same trials as that rate."""
+
+
+def summarise_metric(g: "Group", metric: str, settings: ReportSettings) -> None:
+    """Fill ``g.values[metric]``, ``g.summaries[metric]`` and, for a ratio,
+    ``g.pooled[metric]`` from the group's valid trials (paired metrics over the trials
+    where all of the kind's paired metrics are known)."""
+    used = g._used
+    v = used[metric].to_numpy(dtype=float)
+    paired = PAIRED_METRICS.get(g.kind, ())
+    mask = None
+    if metric in paired or PAIRED_DERIVED.get(metric) in paired:
+        mask = paired_mask(used, g.kind)
+        v = np.where(mask, v, np.nan)
+    g.values[metric] = v
+    g.summaries[metric] = stats.summarize(
+        v, group=g.variant, metric=metric,
+        confidence=settings.confidence, n_resamples=settings.n_resamples,
+        seed=stats.stable_seed(g.workload, g.variant, metric, base=settings.seed))
+    if metric in RATIOS:
+        g.pooled[metric] = _pooled(
+            used, metric, mask, group=g.variant, settings=settings,
+            seed=stats.stable_seed(g.workload, g.variant, metric, "pooled", base=settings.seed))
+
+
+def _pooled(used: pd.DataFrame, metric: str, mask: np.ndarray | None, *, group: str,
+            settings: ReportSettings, seed: int) -> stats.RatioSummary:
+    r = RATIOS[metric]
+    den = used[r.denominator].to_numpy(dtype=float) * r.den_scale
+    num = used[metric].to_numpy(dtype=float) * den
+    if mask is not None:
+        num = np.where(mask, num, np.nan)
+    return stats.summarize_ratio(num, den, group=group, metric=metric,
+                                 confidence=settings.confidence,
+                                 n_resamples=settings.n_resamples, seed=seed)
 
 
 def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
@@ -257,8 +345,6 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
     for workload, wdf in sorted(df.groupby("workload", sort=False), key=lambda kv: kv[0]):
         kind = str(wdf["kind"].iloc[0])
         metrics = workload_metrics(wdf, kind)
-        if "co2e_kg" not in metrics and wdf["co2e_kg"].notna().any():
-            metrics.append("co2e_kg")
         def order(kv):
             factors = kv[1]["factors"].iloc[0]
             return tuple(_level_key(factors[k]) for k in sorted(factors)), kv[0]
@@ -283,12 +369,10 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
                 inconclusive_reason=(f"{n_valid} valid repetitions; at least {settings.min_valid_repetitions} needed"
                                      if few else twins.split(": ", 1)[-1] if twins else None),
             )
+            g.trial_ids = [str(t) for t in used["trial_id"]]
+            g._used = used
             for m in metrics:
-                g.summaries[m] = stats.summarize(
-                    used[m].to_numpy(dtype=float), group=g.variant, metric=m,
-                    confidence=settings.confidence, n_resamples=settings.n_resamples,
-                    seed=stats.stable_seed(g.workload, g.variant, m, base=settings.seed),
-                )
+                summarise_metric(g, m, settings)
             co2 = used["co2e_kg"].to_numpy(dtype=float)
             if np.isfinite(co2).any():
                 g.co2e_band = (float(np.nanmedian(used["co2e_kg_low"])),
@@ -332,6 +416,16 @@ def _is_cap(factor: str) -> bool:
     return "cap" in factor.lower() or "power_limit" in factor.lower()
 
 
+FULL_PRECISION = ("fp32", "float32", "32", "tf32-off", "full")
+"""Levels of a precision factor taken as the full-precision baseline."""
+
+
+def is_precision(factor: str) -> bool:
+    """A numeric-precision factor (``precision``, ``dtype``, ``amp``)."""
+    f = factor.lower()
+    return "precision" in f or f in ("dtype", "amp", "mixed_precision")
+
+
 def baseline_level(factor: str, levels: list, settings: ReportSettings) -> Any:
     """The baseline level of a factor (see the module docstring for the rule)."""
     if factor in settings.baseline:
@@ -342,6 +436,10 @@ def baseline_level(factor: str, levels: list, settings: ReportSettings) -> Any:
     ordered = sorted(levels, key=_level_key)
     if _is_cap(factor) and all(_level_key(lv)[0] == 0 for lv in levels):
         return ordered[-1]
+    if is_precision(factor):
+        for lv in levels:
+            if str(lv).lower() in FULL_PRECISION:
+                return lv
     return ordered[0]
 
 
@@ -387,9 +485,6 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
                       settings: ReportSettings) -> list[ComparisonRow]:
     """Compare each planned pair on the kind's compared metrics; Holm across all
     conclusive comparisons of the report; write the headline sentences."""
-    used = df[df["used"]]
-    values = {(w, v): gdf for (w, v), gdf in used.groupby(["workload", "variant"], sort=False)}
-    empty = used.iloc[0:0]
     constant: dict[str, set[str]] = {}  # factors with one level in a workload: no context
     for g in groups:
         others = [h for h in groups if h.workload == g.workload]
@@ -397,13 +492,11 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
                                 if len({json.dumps(h.factors.get(k), default=str) for h in others}) == 1}
     rows: list[ComparisonRow] = []
     for treat, base, factor in plan_comparisons(groups, settings):
-        tdf = values.get((treat.workload, treat.variant), empty)
-        bdf = values.get((base.workload, base.variant), empty)
         for m in kind_compared(treat.kind):
-            if m not in treat.summaries:
+            if m not in treat.summaries or not df.loc[df["workload"] == treat.workload, m].notna().any():
                 continue
             res = stats.compare(
-                tdf[m].to_numpy(dtype=float), bdf[m].to_numpy(dtype=float), metric=m,
+                treat.values[m], base.values[m], metric=m,
                 treatment=treat.variant, baseline=base.variant, factor=factor,
                 confidence=settings.confidence, n_resamples=settings.n_resamples,
                 seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m,
@@ -888,6 +981,8 @@ class Analysis:
         groups, comparisons, measurement: see their classes.
         simulated: any trial is simulated (the report then says SIMULATED everywhere).
         co2e_total: dict(energy_kwh, co2e_kg, low, high) over all valid trials.
+        tradeoffs: the energy-time trade-off of each workload that has energy and time
+            (:mod:`gcbench.report.tradeoff`), filled by :func:`analyze`.
     """
 
     data: ReportData
@@ -898,11 +993,42 @@ class Analysis:
     measurement: Measurement
     simulated: bool
     co2e_total: dict[str, float | None]
+    tradeoffs: list = field(default_factory=list)
+    _extra: dict = field(default_factory=dict, repr=False)
+
+    def comparison(self, treat: Group, base: Group, metric: str) -> stats.Comparison:
+        """``treat`` against ``base`` on ``metric`` over the groups' summarised values:
+        the report's own comparison when it made this one (same numbers everywhere),
+        else computed once with the report's seed and settings (not Holm-adjusted: an
+        estimate with its CI, not a test)."""
+        for r in self.comparisons:
+            c = r.result
+            if (r.workload == treat.workload and c.treatment == treat.variant
+                    and c.baseline == base.variant and c.metric == metric):
+                return c
+        key = (treat.workload, treat.variant, base.variant, metric)
+        if key not in self._extra:
+            s = self.settings
+            self._extra[key] = stats.compare(
+                treat.values.get(metric, np.array([])), base.values.get(metric, np.array([])),
+                metric=metric, treatment=treat.variant, baseline=base.variant,
+                confidence=s.confidence, n_resamples=s.n_resamples, alpha=s.alpha,
+                seed=stats.stable_seed(*key, base=s.seed))
+        return self._extra[key]
+
+    def untested_for_ci(self) -> list[ComparisonRow]:
+        """Comparisons of headline metrics left out of the headlines: no CI (fewer than
+        ``stats.MIN_N_CI`` valid trials on a side, or no percentage change)."""
+        return [r for r in self.comparisons
+                if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None]
 
     def headline_rows(self) -> list[ComparisonRow]:
-        """Comparisons of the primary and secondary compared metrics, significant ones
-        first, then not significant, then untested and inconclusive (stable order)."""
-        rows = [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2]]
+        """Comparisons of the primary and secondary compared metrics that have a CI,
+        significant ones first, then not significant, then untested and inconclusive
+        (stable order). A change without a CI is no headline: it stays in the
+        comparisons table (see :meth:`untested_for_ci`)."""
+        rows = [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2]
+                and r.result.pct_ci_low is not None]
 
         def rank(r: ComparisonRow) -> int:
             if r.inconclusive:
@@ -913,8 +1039,10 @@ class Analysis:
 
     @property
     def headlines(self) -> list[str]:
-        """Headline sentences of :meth:`headline_rows`, in that order."""
-        return [r.headline for r in self.headline_rows()]
+        """Headline sentences of :meth:`headline_rows`, in that order, then the
+        energy-time trade-off's "energy saved for time lost" sentences."""
+        return ([r.headline for r in self.headline_rows()]
+                + [h for t in self.tradeoffs if t.active for h in t.headlines])
 
     def workloads(self) -> list[tuple[str, str, list[Group]]]:
         """(workload, kind, groups) in report order."""
@@ -929,6 +1057,7 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
     settings = settings or ReportSettings.from_plan(data.plan or {})
     df = normalize_trials(data.trials)
     df, basis = add_carbon(df, settings)
+    df = add_time_per_work(df)
     groups = build_groups(df, settings)
     comparisons = build_comparisons(df, groups, settings)
     measurement = build_measurement(df, data, basis, groups)
@@ -942,6 +1071,10 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
         high=float(used["co2e_kg_high"].sum()) if known else None,
         n_unknown=int(kwh.isna().sum()),
     )
-    return Analysis(data=data, settings=settings, trials=df, groups=groups,
-                    comparisons=comparisons, measurement=measurement,
-                    simulated=bool(df["simulated"].any()), co2e_total=co2e_total)
+    a = Analysis(data=data, settings=settings, trials=df, groups=groups,
+                 comparisons=comparisons, measurement=measurement,
+                 simulated=bool(df["simulated"].any()), co2e_total=co2e_total)
+    from gcbench.report.tradeoff import build_tradeoffs
+
+    a.tradeoffs = build_tradeoffs(a)
+    return a

@@ -31,8 +31,9 @@ def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | No
     )
 
 
-def report_run(plan, run_id: str) -> Path:
-    """Write the report of DAG run ``run_id`` under ``reports/<plan>/<run key>/``.
+def report_run(plan, run_id: str, *, paper: bool = False) -> Path:
+    """Write the report of DAG run ``run_id`` under ``reports/<plan>/<run key>/``; with
+    ``paper``, also the study's headline tables ``paper.md`` and ``paper.tex`` beside it.
 
     Returns:
         The path of the HTML report.
@@ -54,7 +55,7 @@ def report_run(plan, run_id: str) -> Path:
         conn.commit()
         data = report_data(conn, plan, pk, run_id, logical.isoformat() if logical else None)
         out_dir = config.reports_dir() / plan.name / config.run_key(run_id)
-        paths = write_report(data, out_dir)
+        paths = write_report(data, out_dir, paper=paper)
         with conn.cursor() as cur:
             cur.execute(
                 "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s) "

@@ -122,6 +122,8 @@ class ReportPaths:
         pngs: the plot files, in report order.
         summary_json: ``report.json``, the machine-readable summary (headlines,
             counts, simulated flag) the Airflow view lists.
+        paper_md, paper_tex: the study's headline tables (``paper.md``, ``paper.tex``,
+            a LaTeX booktabs fragment) when written with ``paper=True``, else None.
     """
 
     out_dir: Path
@@ -131,3 +133,5 @@ class ReportPaths:
     csv: dict[str, Path] = field(default_factory=dict)
     pngs: list[Path] = field(default_factory=list)
     summary_json: Path | None = None
+    paper_md: Path | None = None
+    paper_tex: Path | None = None

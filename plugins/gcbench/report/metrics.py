@@ -47,6 +47,8 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("co2e_kg", "CO2e", "kgCO2e"),
         MetricInfo("codecarbon_energy_j", "CodeCarbon energy", "J"),
         MetricInfo("codecarbon_rel_error", "CodeCarbon relative error", ""),
+        MetricInfo("s_per_token", "time per token", "s/token"),
+        MetricInfo("s_per_gb", "time per GB", "s/GB"),
     )
 }
 
@@ -57,16 +59,61 @@ def info(metric: str) -> MetricInfo:
 
 
 KIND_METRICS: dict[str, tuple[str, ...]] = {
-    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token", "gpu_energy_j", "duration_s"),
-    "h2d": ("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb", "gpu_energy_j"),
-    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "duration_s", "co2e_kg", "accuracy",
-                     "codecarbon_rel_error"),
+    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
+    "h2d": ("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb"),
+    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "accuracy", "codecarbon_rel_error"),
     "noop": ("duration_s",),
 }
-"""Metrics summarized per workload kind, the primary first (columns that are unknown in
-every trial of a workload are dropped). ``gpu_j_per_token`` is not shown: it equals
-``j_per_token`` by construction (GPU energy of the main window / tokens); it stays in
-the CSV exports."""
+"""Metrics of each workload kind, the primary first (the one validation's outlier rule
+and the trial list use); the :data:`CORE_METRICS` follow them in every table. Columns
+unknown in every trial of a workload are dropped, except the core ones. ``gpu_j_per_token``
+is not shown: it equals ``j_per_token`` by construction (GPU energy of the main window /
+tokens); it stays in the CSV exports."""
+
+CORE_METRICS = ("duration_s", "gpu_energy_j", "cpu_energy_j", "co2e_kg")
+"""Columns every workload's table has, in this order after the kind's own metrics (an
+unknown one shows "–", never 0): time, GPU energy, CPU energy, CO2e."""
+
+EXTRA_METRICS = frozenset({"accuracy", "codecarbon_rel_error"})
+"""Kind metrics shown after the core columns (not energy or time figures)."""
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How a ratio metric is pooled over trials: ``sum(metric x denominator) /
+    sum(denominator)``, i.e. sum of the numerator over sum of the denominator.
+
+    Attributes:
+        denominator: the trials-frame column of the denominator (``tokens``).
+        den_scale: factor from that column to the ratio's denominator unit (bytes to GB:
+            1e-9).
+        formula: the pooled estimator in words ("Σ GPU energy / Σ tokens").
+    """
+
+    denominator: str
+    den_scale: float
+    formula: str
+
+
+RATIOS: dict[str, Ratio] = {
+    "j_per_token": Ratio("tokens", 1.0, "Σ GPU energy / Σ tokens"),
+    "gpu_j_per_token": Ratio("tokens", 1.0, "Σ GPU energy / Σ tokens"),
+    "e2e_j_per_token": Ratio("tokens", 1.0, "Σ end-to-end energy / Σ tokens"),
+    "tokens_per_s": Ratio("duration_s", 1.0, "Σ tokens / Σ time"),
+    "gpu_j_per_gb": Ratio("bytes", 1e-9, "Σ GPU energy / Σ GB"),
+    "cpu_j_per_gb": Ratio("bytes", 1e-9, "Σ CPU energy / Σ GB"),
+    "gb_per_s": Ratio("duration_s", 1.0, "Σ GB / Σ time"),
+    "samples_per_s": Ratio("duration_s", 1.0, "Σ samples / Σ time"),
+}
+"""Ratio metrics that get a pooled estimator beside the median of per-trial ratios."""
+
+PAIRED_METRICS: dict[str, tuple[str, ...]] = {
+    "tinylm": ("j_per_token", "tokens_per_s"),
+    "h2d": ("gpu_j_per_gb", "gb_per_s"),
+}
+"""Per kind, the energy ratio and the rate that are always summarised over the same
+trials (those where both, and their denominators, are known), so that a group's J/token
+and tokens/s describe the same work."""
 
 SIMULATED_METRICS = frozenset({
     "gpu_energy_j", "total_energy_j", "gpu_energy_above_idle_j", "j_per_token",
@@ -101,6 +148,15 @@ ENERGY_METRIC_ORDER = ("gpu_energy_j", "total_energy_j", "cpu_energy_j")
 def kind_metrics(kind: str) -> tuple[str, ...]:
     """Summarized metrics of a workload kind (primary first)."""
     return KIND_METRICS.get(kind, DEFAULT_METRICS)
+
+
+def table_metrics(kind: str) -> tuple[str, ...]:
+    """A workload table's metric columns: the kind's metrics (primary first), then the
+    :data:`CORE_METRICS`, then the kind's :data:`EXTRA_METRICS`; each once."""
+    km = kind_metrics(kind)
+    own = [m for m in km if m not in EXTRA_METRICS]
+    extra = [m for m in km if m in EXTRA_METRICS]
+    return tuple(dict.fromkeys([*own, *CORE_METRICS, *extra]))
 
 
 def kind_compared(kind: str) -> tuple[str, ...]:

@@ -6,24 +6,53 @@ links the same bytes written beside it. A figure containing simulated data carri
 measurement even when copied out of the report. Only figures derived from the simulated
 device's energy or power are so labelled: durations, throughput, bandwidth and accuracy
 are measured even on the simulated device (``metrics.is_simulated_metric``).
+
+How they draw, so that a reader sees the data and not only a summary:
+
+* every valid trial is a dot; over it the group's median and its bootstrap CI (and, for
+  a ratio, the pooled estimate with its CI). A group with fewer than
+  ``stats.MIN_N_CI`` valid trials shows only its trials' dots: no median, no CI. No bars.
+* legends sit outside the axes, so they never cover data; shaded windows lie under the
+  traces (lower z-order, light fill), so they never hide one.
+* captions are written from what was drawn (:class:`Drawn`): an element is described
+  only if it is in the figure.
+* numbers are in units scaled for reading (:mod:`gcbench.report.scale`), named in the
+  axis label.
 """
 
 from __future__ import annotations
 
 import io
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from gcbench import stats
 from gcbench.report import analysis as _analysis
 from gcbench.report.analysis import Analysis, Group
-from gcbench.report.metrics import ENERGY_METRIC_ORDER, info, is_simulated_metric, kind_metrics
+from gcbench.report.metrics import (
+    ENERGY_METRIC_ORDER,
+    EXTRA_METRICS,
+    RATIOS,
+    info,
+    is_simulated_metric,
+    kind_metrics,
+)
+from gcbench.report.scale import Unit, choose_unit
+from gcbench.report.tables import identical_columns
+from gcbench.report.tradeoff import Tradeoff, pareto_front  # noqa: F401 - pareto_front re-exported
 
 DPI = 90
 SIM_TEXT = "SIMULATED DATA - not a measurement"
+TRIAL_COLOR = "#2e86de"
+INCONCLUSIVE_COLOR = "#999999"
+SUMMARY_COLOR = "#111111"
+POOLED_COLOR = "#d35400"
+INVALID_COLOR = "#c0392b"
+Z_SHADE, Z_TRACE, Z_SUMMARY = 0, 3, 4
+"""Drawing order: shaded windows under traces and dots, summaries on top."""
 
 
 @dataclass
@@ -34,9 +63,11 @@ class Plot:
         name: file stem (``power_trial``, ``energy_h2d`` ...), unique in a report.
         kind: ``power``, ``energy``, ``metric``, ``pareto``, ``co2e`` or ``trend``.
         title: heading shown above it.
-        caption: what it shows and how its numbers were obtained.
+        caption: what it shows and how its numbers were obtained, written from the
+            elements actually drawn.
         png: the PNG bytes.
         simulated: it shows simulated data.
+        figure: the matplotlib Figure the PNG was rendered from (for inspection).
     """
 
     name: str
@@ -45,6 +76,36 @@ class Plot:
     caption: str
     png: bytes
     simulated: bool
+    figure: object = field(default=None, repr=False)
+
+
+class Drawn:
+    """What a figure drew, in order, for its caption and legend.
+
+    ``add(key, sentence, handle=None, label=None)`` records an element once: its
+    sentence goes into the caption, its handle (an artist) and label into the legend.
+    Only what was recorded is described, so a caption cannot speak of an element the
+    figure lacks.
+    """
+
+    def __init__(self) -> None:
+        self.sentences: dict[str, str] = {}
+        self.handles: list = []
+        self.labels: list[str] = []
+
+    def add(self, key: str, sentence: str, handle=None, label: str | None = None) -> None:
+        if key in self.sentences:
+            return
+        self.sentences[key] = sentence
+        if handle is not None and label:
+            self.handles.append(handle)
+            self.labels.append(label)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.sentences
+
+    def caption(self, *lead: str) -> str:
+        return " ".join([*(s for s in lead if s), *(s for s in self.sentences.values() if s)])
 
 
 def _figure(w: float, h: float):
@@ -62,6 +123,15 @@ def _png(fig, simulated: bool, text: str = SIM_TEXT) -> bytes:
     return buf.getvalue()
 
 
+def _outside_legend(fig, drawn: Drawn, where: str = "lower center", ncol: int | None = None):
+    """A figure legend outside every axes (constrained layout makes room for it)."""
+    if not drawn.handles:
+        return None
+    ncol = ncol or min(len(drawn.handles), 3)
+    return fig.legend(drawn.handles, drawn.labels, loc=f"outside {where}", ncol=ncol,
+                      fontsize=7, frameon=False)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
 
@@ -75,11 +145,11 @@ def short_labels(groups: list[Group]) -> list[str]:
     return [", ".join(f"{k}={g.factors.get(k)}" for k in varying) for g in groups]
 
 
-def _used_values(a: Analysis, g: Group, metric: str, used: bool = True) -> np.ndarray:
+def _invalid_values(a: Analysis, g: Group, metric: str) -> np.ndarray:
     df = a.trials
     sel = (df["workload"] == g.workload) & (df["variant"] == g.variant)
-    sel &= df["used"] if used else (~df["used"] & (df["status"] == "ok"))
-    v = df.loc[sel, metric].to_numpy(dtype=float)
+    sel &= ~df["used"] & (df["status"] == "ok")
+    v = df.loc[sel, metric].to_numpy(dtype=float) if metric in df else np.array([])
     return v[np.isfinite(v)]
 
 
@@ -96,6 +166,10 @@ def _title(text: str, simulated: bool) -> str:
     return f"SIMULATED: {text}" if simulated else text
 
 
+def _axis_label(label: str, unit: Unit) -> str:
+    return f"{label} ({unit.label})" if unit.label else label
+
+
 # --------------------------------------------------------------------------- power trace
 
 
@@ -105,8 +179,12 @@ def representative_trial(a: Analysis) -> pd.Series | None:
     return _analysis.representative_trial(a.trials, a.groups)
 
 
+TRACE_COLORS = {"instant": "#1b2631", "average": "#e67e22"}
+WINDOW_COLORS = {"main": "#5dade2", "other": "#bdc3c7"}
+
+
 def plot_power(a: Analysis) -> Plot | None:
-    """Power over time of one trial with its windows shaded."""
+    """Power over time of one trial, its windows shaded under the traces."""
     row = representative_trial(a)
     if row is None:
         return None
@@ -117,37 +195,47 @@ def plot_power(a: Analysis) -> Plot | None:
         return None
     sim = bool(row["simulated"]) or (
         "source" in samples and (samples["source"] == "simulated").any())
-    fig = _figure(8.5, 3.4)
+    fig = _figure(8.5, 3.6)
     ax = fig.add_subplot()
+    drawn = Drawn()
     for device, s in samples.groupby("device", sort=True):
         s = s.sort_values("t_s")
         if "power_instant_w" in s and s["power_instant_w"].notna().any():
-            ax.plot(s["t_s"], s["power_instant_w"], lw=0.7, alpha=0.7,
-                    label=f"{device} instant power")
+            h, = ax.plot(s["t_s"], s["power_instant_w"], lw=0.9, color=TRACE_COLORS["instant"],
+                         zorder=Z_TRACE + 1)
+            drawn.add(f"{device}-instant", f"Dark line: instant power of {device}.", h,
+                      f"{device} instant power")
         if "power_w" in s and s["power_w"].notna().any():
-            ax.plot(s["t_s"], s["power_w"], lw=1.6, label=f"{device} 1-s average power")
-    for i, (name, w) in enumerate(sorted(windows.items(), key=lambda kv: kv[0] != "main")):
+            h, = ax.plot(s["t_s"], s["power_w"], lw=1.6, color=TRACE_COLORS["average"],
+                         zorder=Z_TRACE)
+            drawn.add(f"{device}-average", f"Orange line: 1-s average power of {device}.", h,
+                      f"{device} 1-s average power")
+    for name, w in sorted(windows.items(), key=lambda kv: kv[0] != "main"):
         if not isinstance(w, dict) or w.get("start_s") is None or w.get("end_s") is None:
             continue
         main = name == "main"
-        ax.axvspan(w["start_s"], w["end_s"], color="#2e86de" if main else "#aaaaaa",
-                   alpha=0.18 if main else 0.12,
-                   label=f"{'measured' if main else name} window")
+        h = ax.axvspan(w["start_s"], w["end_s"],
+                       color=WINDOW_COLORS["main" if main else "other"],
+                       alpha=0.16 if main else 0.22, lw=0, zorder=Z_SHADE)
         if main:
             for edge in (w["start_s"], w["end_s"]):
-                ax.axvline(edge, color="#2e86de", lw=1, ls="--")
+                ax.axvline(edge, color="#1f618d", lw=1, ls="--", zorder=Z_TRACE - 1)
+            drawn.add("window-main", "Light blue shading between dashed lines: the measured "
+                      "window.", h, "measured window")
+        else:
+            drawn.add(f"window-{name}", f"Grey shading: the {name} phase.", h, f"{name} phase")
     ax.set_xlabel("time since trial start (s)")
     ax.set_ylabel("power (W)")
     ax.set_title(_title(f"Power of trial {tid} ({row['variant']}, repetition {row['repetition']})",
                         sim), fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, zorder=Z_SHADE)
+    _outside_legend(fig, drawn, "right upper", ncol=1)
     method = row.get("gpu_method") or "unknown method"
-    caption = (f"Power samples of trial {tid}, chosen as the valid trial closest to its group's "
-               f"median. Shaded: the measured window (blue) and other phases. Its energy was "
-               f"obtained by: {method}.")
-    return Plot("power_trial", "power", "Power over time of one trial", caption,
-                _png(fig, sim), sim)
+    caption = drawn.caption(
+        f"Power samples of trial {tid}, chosen as the valid trial closest to its group's "
+        f"median.", f"Its energy was obtained by: {method}.")
+    png = _png(fig, sim)
+    return Plot("power_trial", "power", "Power over time of one trial", caption, png, sim, fig)
 
 
 # --------------------------------------------------------------------------- per workload
@@ -162,197 +250,297 @@ def energy_metric(a: Analysis, groups: list[Group]) -> str | None:
     return None
 
 
-def plot_energy_box(a: Analysis, workload: str, groups: list[Group]) -> Plot | None:
-    """Box plot with every valid trial as a point; excluded trials as red crosses."""
-    metric = energy_metric(a, groups)
-    if metric is None:
-        return None
+def panel_metrics(a: Analysis, kind: str, groups: list[Group]) -> list[str]:
+    """The metrics of a workload's main figure: its primary metric and the next of its
+    own metrics (not an extra such as accuracy, not one equal to an earlier one in
+    every trial), else time; at most two."""
+    df = a.trials[a.trials["workload"] == groups[0].workload]
+    cands = [m for m in kind_metrics(kind) if m not in EXTRA_METRICS] + ["duration_s"]
+    out: list[str] = []
+    for m in dict.fromkeys(cands):
+        if m not in groups[0].summaries or not df[m].notna().any():
+            continue
+        if any(identical_columns(df[m], df[k]) for k in out):
+            continue
+        out.append(m)
+    return out[:2]
+
+
+def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
+                labels: list[str]) -> Unit:
+    """Every valid trial of each group as a dot; the median and its CI, and for a ratio
+    the pooled estimate and its CI, beside the dots; invalid trials as red crosses."""
+    from matplotlib.lines import Line2D
+
     mi = info(metric)
-    sim = any(g.simulated for g in groups) and is_simulated_metric(metric)
-    labels = short_labels(groups)
-    fig = _figure(max(5.0, 0.75 * len(groups) + 2.5), 3.8)
-    ax = fig.add_subplot()
-    rng = np.random.default_rng(0)
-    data = [_used_values(a, g, metric) for g in groups]
-    pos = np.arange(1, len(groups) + 1)
-    ax.boxplot([d if d.size else [np.nan] for d in data], positions=pos, widths=0.55,
-               showfliers=False, medianprops=dict(color="#c0392b"))
-    for p, d, g in zip(pos, data, groups):
-        ax.plot(p + rng.uniform(-0.18, 0.18, d.size), d, "o", ms=2.5, alpha=0.5, color="#2e86de")
-        bad = _used_values(a, g, metric, used=False)
-        if bad.size:
-            ax.plot(np.full(bad.size, p + 0.3), bad, "x", ms=5, color="#c0392b")
+    rng = np.random.default_rng(stats.stable_seed(groups[0].workload, metric))
+    vals = [g.known(metric) for g in groups]
+    everything = np.concatenate([v for v in vals if v.size] or [np.array([np.nan])])
+    unit = choose_unit(mi.unit, everything.tolist())
+    f = unit.factor
+    conf = round(a.settings.confidence * 100)
+    no_ci: list[str] = []
+    for i, (g, v, lab) in enumerate(zip(groups, vals, labels)):
+        color = INCONCLUSIVE_COLOR if g.inconclusive else TRIAL_COLOR
+        if v.size:
+            ax.plot(i - 0.12 + rng.uniform(-0.08, 0.08, v.size), v / f, "o", ms=4.5,
+                    alpha=0.8, color=color, mec="white", mew=0.4, zorder=Z_TRACE)
+            drawn.add("dots", "Dots: each valid trial.",
+                      Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
         if g.inconclusive:
-            ax.annotate("inconclusive", (p, 0.98), xycoords=("data", "axes fraction"),
-                        ha="center", va="top", fontsize=7, color="#c0392b")
-    _log_if_wide(ax, np.concatenate([d for d in data if d.size] or [np.array([1.0])]), "y")
-    ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(f"{mi.label} per trial ({mi.unit})")
-    ax.set_title(_title(f"{workload}: {mi.label} per group", sim), fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    caption = (f"{mi.label} of each valid trial (dots) with the box of quartiles and the median "
-               f"(red line). Red crosses: invalid trials, excluded from statistics.")
-    return Plot(f"energy_{_slug(workload)}", "energy", f"{workload}: energy per group",
-                caption, _png(fig, sim), sim)
+            drawn.add("inconclusive", f"Grey dots: inconclusive groups (fewer than "
+                      f"{a.settings.min_valid_repetitions} valid repetitions), not tested.",
+                      Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
+                      "inconclusive group")
+        s = g.summaries.get(metric)
+        if s is not None and s.median is not None and s.n >= stats.MIN_N_CI:
+            if s.ci_low is not None:
+                ax.errorbar([i + 0.12], [s.median / f],
+                            yerr=[[max(0.0, (s.median - s.ci_low) / f)],
+                                  [max(0.0, (s.ci_high - s.median) / f)]],
+                            fmt="_", ms=14, mew=2.2, color=SUMMARY_COLOR, ecolor=SUMMARY_COLOR,
+                            elinewidth=1.4, capsize=3, zorder=Z_SUMMARY)
+                drawn.add("median-ci", f"Black bar with whiskers: the median and its {conf} % "
+                          f"BCa bootstrap CI ({a.settings.n_resamples:,} resamples).",
+                          Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR),
+                          f"median, {conf} % CI")
+            else:
+                ax.plot([i + 0.12], [s.median / f], "_", ms=14, mew=2.2, color=SUMMARY_COLOR,
+                        zorder=Z_SUMMARY)
+                drawn.add("median", "Black bar: the median (no CI: " + (s.ci_reason or "") + ").",
+                          Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR), "median")
+        elif v.size:
+            no_ci.append(f"{lab} ({v.size})")
+        p = g.pooled.get(metric)
+        if p is not None and p.pooled is not None and p.n >= stats.MIN_N_CI:
+            yerr = None
+            if p.ci_low is not None:
+                yerr = [[max(0.0, (p.pooled - p.ci_low) / f)], [max(0.0, (p.ci_high - p.pooled) / f)]]
+            ax.errorbar([i + 0.3], [p.pooled / f], yerr=yerr, fmt="D", ms=4.5,
+                        color=POOLED_COLOR, ecolor=POOLED_COLOR, elinewidth=1.2, capsize=2,
+                        zorder=Z_SUMMARY)
+            drawn.add("pooled", f"Orange diamond: the pooled estimate "
+                      f"({RATIOS[metric].formula} over the same trials) with its {conf} % CI "
+                      f"(trials resampled).",
+                      Line2D([], [], marker="D", ls="", ms=4, color=POOLED_COLOR),
+                      "pooled (Σ/Σ), CI")
+        bad = _invalid_values(a, g, metric)
+        if bad.size:
+            ax.plot(np.full(bad.size, i - 0.12), bad / f, "x", ms=6, mew=1.5,
+                    color=INVALID_COLOR, zorder=Z_TRACE)
+            drawn.add("invalid", "Red crosses: invalid trials, excluded from statistics.",
+                      Line2D([], [], marker="x", ls="", color=INVALID_COLOR), "invalid trial")
+    if no_ci:
+        text = (f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials "
+                f"(only its trials are drawn): {'; '.join(no_ci)}.")
+        drawn.add(text, text)  # keyed by its text: panels with the same groups say it once
+    if _log_if_wide(ax, everything / f, "y"):
+        drawn.add(f"log-{metric}", f"The {mi.label} axis is logarithmic.")
+    ax.set_xticks(np.arange(len(groups)), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel(_axis_label(mi.label, unit), fontsize=9)
+    ax.grid(axis="y", alpha=0.3, zorder=Z_SHADE)
+    return unit
 
 
-def plot_metric_bars(a: Analysis, workload: str, kind: str, groups: list[Group]) -> Plot | None:
-    """Median of the kind's first two metrics per group, with bootstrap CIs."""
-    metrics = [m for m in kind_metrics(kind) if m in groups[0].summaries][:2]
+def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[str],
+                name: str, kind: str, title: str) -> Plot | None:
+    """One panel per metric: every trial as a dot, the median and CI (and pooled) beside."""
     if not metrics:
         return None
     any_sim = any(g.simulated for g in groups)
     sim_metrics = [m for m in metrics if any_sim and is_simulated_metric(m)]
     sim = bool(sim_metrics)
     labels = short_labels(groups)
-    fig = _figure(max(5.0, 0.6 * len(groups) + 2.5), 1.2 + 2.9 * len(metrics))
+    fig = _figure(max(5.0, 0.8 * len(groups) + 2.8), 1.6 + 2.9 * len(metrics))
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+    drawn = Drawn()
     for ax, m in zip(axes, metrics):
-        mi = info(m)
-        med = np.array([g.summaries[m].median if g.summaries[m].median is not None else np.nan
-                        for g in groups])
-        lo = np.array([s.ci_low if (s := g.summaries[m]).ci_low is not None else np.nan
-                       for g in groups])
-        hi = np.array([s.ci_high if (s := g.summaries[m]).ci_high is not None else np.nan
-                       for g in groups])
-        pos = np.arange(len(groups))
-        colors = ["#bbbbbb" if g.inconclusive else "#2e86de" for g in groups]
-        bars = ax.bar(pos, np.nan_to_num(med), color=colors)
-        for b, g in zip(bars, groups):
-            if g.inconclusive:
-                b.set_hatch("//")
-        yerr = np.vstack([np.clip(med - lo, 0, None), np.clip(hi - med, 0, None)])
-        ok = np.isfinite(yerr).all(axis=0)
-        if ok.any():
-            ax.errorbar(pos[ok], med[ok], yerr=yerr[:, ok], fmt="none", ecolor="black",
-                        capsize=3, lw=1)
-        ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel(f"median {mi.label} ({mi.unit})" if mi.unit else f"median {mi.label}")
-        ax.set_title(_title(f"{workload}: {mi.label}", m in sim_metrics), fontsize=10)
-        ax.grid(axis="y", alpha=0.3)
-    conf = round(a.settings.confidence * 100)
-    caption = (f"Median per group over valid trials, with the {conf} % BCa bootstrap CI of the "
-               f"median ({a.settings.n_resamples:,} resamples). Grey hatched bars: inconclusive "
-               f"groups (fewer than {a.settings.min_valid_repetitions} valid repetitions).")
+        _dots_panel(ax, a, groups, m, drawn, labels)
+        ax.set_title(_title(f"{workload}: {info(m).label}", m in sim_metrics), fontsize=10)
+    _outside_legend(fig, drawn, "lower center", ncol=3)
     names = " and ".join(info(m).label for m in metrics)
     measured = [info(m).label for m in metrics if m not in sim_metrics]
     banner = SIM_TEXT
+    tail = ""
     if sim and measured:
         sim_names = " and ".join(info(m).label for m in sim_metrics)
         banner = f"SIMULATED: {sim_names}; measured: {' and '.join(measured)}"
-        caption += (f" {sim_names} comes from the simulated device's power model; "
-                    f"{' and '.join(measured)} is measured.")
-    return Plot(f"metric_{_slug(workload)}", "metric", f"{workload}: {names}", caption,
-                _png(fig, sim, banner), sim)
+        tail = (f"{sim_names} comes from the simulated device's power model; "
+                f"{' and '.join(measured)} is measured.")
+    n_trials = sum(g.summaries[metrics[0]].n for g in groups)
+    lead = (f"{names[:1].upper()}{names[1:]} of the {len(groups)} "
+            f"group{'s' if len(groups) != 1 else ''} of {workload} "
+            f"({n_trials} valid trial{'s' if n_trials != 1 else ''}).")
+    caption = drawn.caption(lead)
+    if tail:
+        caption += " " + tail
+    png = _png(fig, sim, banner)
+    return Plot(name, kind, title.format(names=names), caption, png, sim, fig)
 
 
-def cap_factor(groups: list[Group]) -> str | None:
-    """The power-cap factor of a workload (a factor named like ``power_cap_w``), or None."""
-    for k in sorted({k for g in groups for k in g.factors}):
-        if "cap" in k.lower() or "power_limit" in k.lower():
-            if len({str(g.factors.get(k)) for g in groups}) > 1:
-                return k
-    return None
+# --------------------------------------------------------------------------- trade-off
 
 
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats in both coordinates (lower is better),
-    ordered by the first coordinate."""
-    idx = [i for i, (x, y) in enumerate(points) if math.isfinite(x) and math.isfinite(y)]
-    idx.sort(key=lambda i: (points[i][0], points[i][1]))
-    front, best = [], math.inf
-    for i in idx:
-        if points[i][1] < best:
-            front.append(i)
-            best = points[i][1]
-    return front
+def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
+    """Energy against time of every configuration: every trial as a dot, each group's
+    medians with their CIs as a cross, the baseline as a star, the Pareto front as a
+    thick line; legend outside."""
+    from matplotlib.lines import Line2D
 
-
-def plot_pareto(a: Analysis, workload: str, groups: list[Group]) -> Plot | None:
-    """Energy against time per group, coloured by the other factors, Pareto front drawn."""
-    cap = cap_factor(groups)
-    if cap is None:
+    if not t.active:
         return None
-    df = a.trials[(a.trials["workload"] == workload) & a.trials["used"]]
-    emetric = "total_energy_j" if df["total_energy_j"].notna().any() else energy_metric(a, groups)
-    if emetric is None or not df["duration_s"].notna().any():
+    em, tm = info(t.energy_metric), info(t.time_metric)
+    xs_all = np.concatenate([c.group.known(t.time_metric) for c in t.configs] or [np.array([])])
+    ys_all = np.concatenate([c.group.known(t.energy_metric) for c in t.configs] or [np.array([])])
+    if not xs_all.size or not ys_all.size:
         return None
-    sim = any(g.simulated for g in groups)
-    med = df.groupby("variant")[[emetric, "duration_s"]].median()
-    fig = _figure(7.0, 4.2)
+    ux = choose_unit(tm.unit, xs_all.tolist())
+    uy = choose_unit(em.unit, ys_all.tolist())
+    fig = _figure(8.6, 5.0 + 0.2 * len(t.configs))
     ax = fig.add_subplot()
-    series: dict[str, list[Group]] = {}
-    for g in groups:
-        key = ", ".join(f"{k}={g.factors[k]}" for k in sorted(g.factors) if k != cap) or "all"
-        series.setdefault(key, []).append(g)
-    points, owners = [], []
-    for key, gs in series.items():
-        gs = sorted(gs, key=lambda g: float(g.factors.get(cap, 0) or 0))
-        xs = [med[ "duration_s"].get(g.variant, np.nan) for g in gs]
-        ys = [med[emetric].get(g.variant, np.nan) for g in gs]
-        line, = ax.plot(xs, ys, "o-", ms=5, lw=1, label=key)
-        for g, x, y in zip(gs, xs, ys):
-            ax.annotate(f"{g.factors.get(cap)}", (x, y), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7, color=line.get_color())
-            points.append((x, y))
-            owners.append(g)
-    front = pareto_front(points)
+    drawn = Drawn()
+    labels = short_labels([c.group for c in t.configs])
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab20" if len(t.configs) > 10 else "tab10"]
+    conf = round(a.settings.confidence * 100)
+    no_ci = []
+    for i, (c, short) in enumerate(zip(t.configs, labels)):
+        color = cmap(i % cmap.N)
+        x = c.group.values.get(t.time_metric, np.array([]))
+        y = c.group.values.get(t.energy_metric, np.array([]))
+        both = np.isfinite(x) & np.isfinite(y)
+        ax.plot(x[both] / ux.factor, y[both] / uy.factor, "o", ms=3.5, alpha=0.55,
+                color=color, zorder=Z_TRACE)
+        label = short + (" (baseline)" if c.is_baseline else "")
+        handle = Line2D([], [], marker="*" if c.is_baseline else "o", ls="", color=color,
+                        ms=9 if c.is_baseline else 6)
+        drawn.add(f"config-{i}", "", handle, label)
+        if both.any():
+            drawn.add("dots", "Small dots: each valid trial.")
+        if c.energy.median is None or c.time.median is None:
+            continue
+        mx, my = c.time.median / ux.factor, c.energy.median / uy.factor
+        if c.energy.n >= stats.MIN_N_CI and c.time.n >= stats.MIN_N_CI:
+            xerr = yerr = None
+            if c.time.ci_low is not None:
+                xerr = [[max(0.0, mx - c.time.ci_low / ux.factor)],
+                        [max(0.0, c.time.ci_high / ux.factor - mx)]]
+            if c.energy.ci_low is not None:
+                yerr = [[max(0.0, my - c.energy.ci_low / uy.factor)],
+                        [max(0.0, c.energy.ci_high / uy.factor - my)]]
+            ax.errorbar([mx], [my], xerr=xerr, yerr=yerr, fmt="*" if c.is_baseline else "s",
+                        ms=11 if c.is_baseline else 6, color=color, mec=SUMMARY_COLOR,
+                        ecolor=color, elinewidth=1.3, capsize=2, zorder=Z_SUMMARY)
+            drawn.add("medians", f"Large markers with whiskers: each configuration's medians "
+                      f"of {tm.label} and {em.label} with their {conf} % BCa bootstrap CIs.")
+        else:
+            ax.plot([mx], [my], "*" if c.is_baseline else "s", ms=11 if c.is_baseline else 6,
+                    mfc="none", color=color, zorder=Z_SUMMARY)
+            no_ci.append(c.label)
+        if c.is_baseline:
+            drawn.add("baseline", f"Star: the baseline configuration ({c.label}).")
+    if no_ci:
+        drawn.add("no-ci", f"Hollow markers: the mean of the trials of configurations with "
+                  f"fewer than {stats.MIN_N_CI} valid trials, no CI ({'; '.join(no_ci)}).")
+    front = t.front
     if len(front) >= 2:
-        ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "-", lw=7,
-                color="#999999", alpha=0.35, zorder=0, solid_capstyle="round",
-                label="Pareto front")
-    mi = info(emetric)
-    ax.set_xlabel("median time (s)")
-    ax.set_ylabel(f"median {mi.label} ({mi.unit})")
-    ax.set_title(_title(f"{workload}: energy against time by {cap}", sim), fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    caption = (f"Median {mi.label} against median time per configuration; labels are {cap} "
-               f"values. The thick grey line joins the configurations no other configuration beats "
-               f"in both energy and time (the Pareto front).")
-    return Plot(f"pareto_{_slug(workload)}", "pareto", f"{workload}: energy against time "
-                f"(power-cap Pareto front)", caption, _png(fig, sim), sim)
+        h, = ax.plot([c.time.median / ux.factor for c in front],
+                     [c.energy.median / uy.factor for c in front], "-", lw=8, color="#7f8c8d",
+                     alpha=0.4, zorder=Z_SHADE + 1, solid_capstyle="round")
+        drawn.add("front", f"Thick grey line: the Pareto front ({len(front)} configurations "
+                  f"no other beats in both {em.label} and {tm.label}).", h, "Pareto front")
+    elif len(front) == 1:
+        drawn.add("front", f"Pareto front: one configuration ({front[0].label}) has both the "
+                  f"least {em.label} and the least {tm.label}.")
+    ax.set_xlabel(_axis_label(f"median {tm.label}", ux))
+    ax.set_ylabel(_axis_label(f"median {em.label}", uy))
+    factors = ", ".join(t.factors)
+    ax.set_title(_title(f"{t.workload}: energy against time", t.simulated), fontsize=10)
+    ax.grid(alpha=0.3, zorder=Z_SHADE)
+    _outside_legend(fig, drawn, "lower center", ncol=2)
+    caption = drawn.caption(f"{em.label} against {tm.label} of the {len(t.configs)} "
+                            f"configurations of {t.workload} ({factors}; one colour each, "
+                            f"legend below).")
+    png = _png(fig, t.simulated)
+    return Plot(f"pareto_{_slug(t.workload)}", "pareto",
+                f"{t.workload}: energy against time ({factors}; Pareto front)", caption, png,
+                t.simulated, fig)
 
 
 # --------------------------------------------------------------------------- report-wide
 
 
 def plot_co2e(a: Analysis) -> Plot | None:
-    """Median CO2e per group at the plan's intensity, with the sensitivity band."""
+    """CO2e per group at the plan's intensity: every trial as a dot, the median and its
+    CI, and the median's sensitivity band at the band's intensities."""
+    from matplotlib.lines import Line2D
+
     gs = [g for g in a.groups if "co2e_kg" in g.summaries
           and g.summaries["co2e_kg"].median is not None]
     if not gs:
         return None
     sim = any(g.simulated for g in gs)
-    vals = np.array([g.summaries["co2e_kg"].median for g in gs])
-    lo = np.array([g.co2e_band[0] if g.co2e_band else np.nan for g in gs])
-    hi = np.array([g.co2e_band[1] if g.co2e_band else np.nan for g in gs])
-    scale, unit = 1.0, "kgCO2e"  # the tables' unit; small values in scientific notation
-    fig = _figure(8.0, min(12.0, 1.2 + 0.28 * len(gs)))
+    s = a.settings
+    trial_vals = [g.known("co2e_kg") for g in gs]
+    unit = choose_unit("kgCO2e", np.concatenate(trial_vals).tolist())
+    f = unit.factor
+    fig = _figure(8.4, min(12.0, 1.6 + 0.34 * len(gs)))
     ax = fig.add_subplot()
+    drawn = Drawn()
+    conf = round(s.confidence * 100)
     pos = np.arange(len(gs))[::-1]
-    ok = np.isfinite(lo) & np.isfinite(hi)
-    ax.hlines(pos[ok], lo[ok] * scale, hi[ok] * scale, color="#27ae60", lw=5, alpha=0.35,
-              label=f"band {a.settings.band[0]:g}-{a.settings.band[1]:g} kgCO2e/kWh")
-    ax.plot(vals * scale, pos, "o", ms=5,
-            color="#1e8449", label=f"at {a.settings.intensity_kg_per_kwh:g} kgCO2e/kWh")
-    for p_, g, v in zip(pos, gs, vals):
+    no_ci = []
+    everything = []
+    for p_, g, v in zip(pos, gs, trial_vals):
+        su = g.summaries["co2e_kg"]
+        if g.co2e_band and su.n >= stats.MIN_N_CI:
+            h = ax.hlines([p_], g.co2e_band[0] / f, g.co2e_band[1] / f, color="#27ae60", lw=6,
+                          alpha=0.3, zorder=Z_SHADE + 1)
+            everything += [g.co2e_band[0] / f, g.co2e_band[1] / f]
+            drawn.add("band", f"Pale green bar: the median's CO2e at {s.band[0]:g} to "
+                      f"{s.band[1]:g} kgCO2e/kWh (sensitivity band).", h,
+                      f"band {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh")
+        color = INCONCLUSIVE_COLOR if g.inconclusive else TRIAL_COLOR
+        ax.plot(v / f, np.full(v.size, p_) + np.linspace(-0.12, 0.12, v.size), "o", ms=3.5,
+                color=color, alpha=0.8, zorder=Z_TRACE)
+        everything += list(v / f)
+        drawn.add("dots", f"Dots: each valid trial at {s.intensity_kg_per_kwh:g} kgCO2e/kWh.",
+                  Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
+        if su.n >= stats.MIN_N_CI:
+            xerr = None
+            if su.ci_low is not None:
+                xerr = [[max(0.0, (su.median - su.ci_low) / f)],
+                        [max(0.0, (su.ci_high - su.median) / f)]]
+            ax.errorbar([su.median / f], [p_ + 0.25], xerr=xerr, fmt="|", ms=10, mew=2,
+                        color=SUMMARY_COLOR, elinewidth=1.3, capsize=2, zorder=Z_SUMMARY)
+            drawn.add("median", f"Black tick above the dots: the median with its {conf} % "
+                      f"BCa bootstrap CI.",
+                      Line2D([], [], marker="|", ms=10, mew=2, ls="", color=SUMMARY_COLOR),
+                      f"median, {conf} % CI")
+        else:
+            no_ci.append(f"{g.workload}: {g.variant}")
         if g.inconclusive:
-            ax.plot([v * scale], [p_], "o", ms=7, mfc="none", color="#c0392b")
-    if not _log_if_wide(ax, vals * scale, "x"):
-        ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3), useMathText=True)
-    fig.legend(loc="outside lower center", ncol=2, fontsize=7)
+            drawn.add("inconclusive", "Grey dots: inconclusive groups.",
+                      Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
+                      "inconclusive group")
+    if no_ci:
+        drawn.add("no-ci", f"Only the trials (no median, CI or band) for groups with fewer "
+                  f"than {stats.MIN_N_CI} valid trials: {'; '.join(no_ci)}.")
+    if _log_if_wide(ax, np.asarray(everything, dtype=float), "x"):
+        drawn.add("log", "The CO2e axis is logarithmic.")
+    _outside_legend(fig, drawn, "lower center", ncol=3)
     ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs))],
                   fontsize=7)
-    s = a.settings
-    ax.set_xlabel(f"median CO2e per trial ({unit}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
+    ax.set_xlabel(f"CO2e per trial ({unit.label}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
     ax.set_title(_title("CO2e per group with sensitivity band", sim), fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-    caption = (f"CO2e = energy (kWh; {a.measurement.energy_basis}) x carbon intensity "
-               f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh. Whiskers: the same energy at "
-               f"{s.band[0]:g} and {s.band[1]:g} kgCO2e/kWh (sensitivity band). Red rings: "
-               f"inconclusive groups.")
-    return Plot("co2e", "co2e", "CO2e per group", caption, _png(fig, sim), sim)
+    ax.grid(axis="x", alpha=0.3, zorder=Z_SHADE)
+    caption = drawn.caption(
+        f"CO2e = energy (kWh; {a.measurement.energy_basis}) x carbon intensity "
+        f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh, in {unit.label}.")
+    png = _png(fig, sim)
+    return Plot("co2e", "co2e", "CO2e per group", caption, png, sim, fig)
 
 
 def _labels_by_workload(gs: list[Group]) -> list[str]:
@@ -378,30 +566,41 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
     h = h[h["run_id"].isin(runs)]
     metrics = list(dict.fromkeys(h["metric"]))[:3]
     sim = a.simulated and any(is_simulated_metric(str(m)) for m in metrics)
-    fig = _figure(8.0, 2.6 * len(metrics) + 0.4)
+    fig = _figure(8.0, 2.6 * len(metrics) + 0.8)
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+    drawn = Drawn()
     for ax, m in zip(axes, metrics):
         hm = h[h["metric"] == m]
+        mi = info(str(m))
+        unit = choose_unit(mi.unit, hm["value"].astype(float).tolist())
         for variant, hv in list(hm.groupby("variant", sort=True))[:8]:
             hv = hv.groupby("logical_date")["value"].median().sort_index()
-            ax.plot(hv.index, hv.to_numpy(dtype=float), "o-", ms=3, lw=1, label=variant)
-        mi = info(str(m))
-        ax.set_ylabel(f"{mi.label} ({mi.unit})" if mi.unit else mi.label, fontsize=8)
-        ax.legend(fontsize=6)
+            line, = ax.plot(hv.index, hv.to_numpy(dtype=float) / unit.factor, "o-", ms=3, lw=1)
+            drawn.add(f"v-{variant}", "", line, variant)
+        ax.set_ylabel(_axis_label(mi.label, unit), fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(axis="x", labelsize=7)
+    _outside_legend(fig, drawn, "lower center", ncol=2)
     axes[0].set_title(_title(f"Nightly trend, last {len(runs)} runs", sim), fontsize=10)
-    caption = f"Median per run of each variant over the last {len(runs)} nightly runs."
-    return Plot("trend", "trend", "Nightly trend", caption, _png(fig, sim), sim)
+    caption = (f"Median per run of each variant (one line and colour each, legend below) over "
+               f"the last {len(runs)} nightly runs.")
+    return Plot("trend", "trend", "Nightly trend", caption, _png(fig, sim), sim, fig)
 
 
 def make_plots(a: Analysis) -> list[Plot]:
     """Every figure of the report, in report order (absent figures are skipped)."""
     plots = [plot_power(a)]
+    tradeoffs = {t.workload: t for t in a.tradeoffs}
     for workload, kind, groups in a.workloads():
-        plots.append(plot_energy_box(a, workload, groups))
-        plots.append(plot_metric_bars(a, workload, kind, groups))
-        plots.append(plot_pareto(a, workload, groups))
+        panels = panel_metrics(a, kind, groups)
+        plots.append(plot_groups(a, workload, groups, panels, f"metric_{_slug(workload)}",
+                                 "metric", f"{workload}: {{names}}"))
+        em = energy_metric(a, groups)
+        if em is not None and em not in panels:
+            plots.append(plot_groups(a, workload, groups, [em], f"energy_{_slug(workload)}",
+                                     "energy", f"{workload}: {{names}} per group"))
+        if workload in tradeoffs:
+            plots.append(plot_tradeoff(a, tradeoffs[workload]))
     plots.append(plot_co2e(a))
     plots.append(plot_trend(a))
     return [p for p in plots if p is not None]

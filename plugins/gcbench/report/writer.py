@@ -15,6 +15,9 @@ Layout of ``out_dir``::
     groups.csv         one row per group and metric; data_source: SIMULATED when that
                        metric comes from simulated GPU energy, else measured
     comparisons.csv    one row per comparison and metric; data_source as in groups.csv
+    tradeoff.csv       one row per configuration of each energy-time trade-off (energy,
+                       time, changes against the baseline); data_source as in groups.csv
+    paper.md/.tex      with paper=True: the study's headline tables (gcbench.report.paper)
     report.json        summary for the Airflow view (headlines, counts, simulated)
 """
 
@@ -26,13 +29,15 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from gcbench import stats
+from gcbench.report import tables
 from gcbench.report.analysis import Analysis, ReportSettings, analyze, fmt_num, fmt_p
 from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData, ReportPaths
-from gcbench.report.metrics import SIMULATED_METRICS, info, is_simulated_metric, kind_metrics
-from gcbench.report.plots import Plot, make_plots
+from gcbench.report.metrics import RATIOS, SIMULATED_METRICS, info, is_simulated_metric, kind_metrics
+from gcbench.report.plots import Plot, _slug, make_plots
+from gcbench.report.scale import choose_unit
 
 TEMPLATES = Path(__file__).with_name("templates")
 MD_MAX_TRIAL_ROWS = 300
@@ -64,41 +69,9 @@ def _env():
     )
 
 
-def _ci(lo, hi) -> str:
-    return f"[{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None else ""
-
-
-def _pct(v) -> str:
-    return "–" if v is None else f"{v:+.2f} %"
-
-
 def shown_metrics(a: Analysis, workload: str, kind: str, groups) -> tuple[list[str], list[str]]:
-    """(metrics of a workload's groups table, notes on the columns left out).
-
-    Each metric appears once; a metric whose values equal an earlier column's in every
-    trial of the workload (``total_energy_j`` when CPU energy is unknown) is left out,
-    with a note."""
-    metrics = [m for m in dict.fromkeys((*kind_metrics(kind), "co2e_kg"))
-               if m in groups[0].summaries]
-    df = a.trials[a.trials["workload"] == workload]
-    shown, notes = [], []
-    for m in metrics:
-        same = next((k for k in shown if _identical(df[m], df[k])), None)
-        if same is None:
-            shown.append(m)
-            continue
-        why = " (CPU energy unknown)" if m == "total_energy_j" else ""
-        notes.append(f"{info(m).label} equals {info(same).label} in every trial{why}, "
-                     f"so it is shown once (both are in groups.csv).")
-    return shown, notes
-
-
-def _identical(x: pd.Series, y: pd.Series) -> bool:
-    a, b = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
-    if not (np.isfinite(a).any()):
-        return False
-    return bool(np.array_equal(np.isnan(a), np.isnan(b))
-                and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-12, atol=0))
+    """See :func:`gcbench.report.tables.shown_metrics`."""
+    return tables.shown_metrics(a, workload, kind, groups)
 
 
 def _context(a: Analysis, plots: list[Plot]) -> dict:
@@ -106,64 +79,103 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     conf = round(s.confidence * 100)
     workloads = []
     for workload, kind, groups in a.workloads():
-        metrics, column_notes = shown_metrics(a, workload, kind, groups)
-        any_sim = any(g.simulated for g in groups)
-        rows = []
-        for g in groups:
-            cells = []
-            for m in metrics:
-                su = g.summaries[m]
-                cells.append(dict(
-                    median=fmt_num(su.median), ci=_ci(su.ci_low, su.ci_high),
-                    ci_note=su.ci_reason or "",
-                    cv="" if su.cv is None else f"{100 * su.cv:.1f} %",
-                    band=(_ci(*g.co2e_band) if m == "co2e_kg" and g.co2e_band else ""),
-                ))
-            rows.append(dict(
-                variant=g.variant, factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
-                n_valid=g.n_valid, n_trials=g.n_trials, n_invalid=g.n_invalid,
-                n_failed=g.n_failed + g.n_skipped, inconclusive=g.inconclusive,
-                simulated=g.simulated, cells=cells,
-            ))
+        t = tables.workload_table(a, workload, kind, groups)
+        rows = [dict(r, cells=[dict(main=c.main, ci=c.ci, band=c.band, trials=c.trials,
+                                    text=c.text()) for c in r["cells"]]) for r in t.rows]
         workloads.append(dict(
-            name=workload, kind=kind, rows=rows, column_notes=column_notes,
-            headers=[dict(label=info(m).label, unit=info(m).unit, name=m,
-                          simulated=any_sim and is_simulated_metric(m)) for m in metrics],
+            name=workload, kind=kind, rows=rows, notes=t.notes, column_notes=t.notes,
+            headers=[dict(label=c.head, sub=c.sub, unit=c.unit.label, name=c.metric,
+                          pooled=c.pooled, simulated=c.simulated) for c in t.columns],
         ))
     comparisons = []
+    no_ci: list[str] = []
     for r in a.comparisons:
         c = r.result
+        u = tables.comparison_unit(c)
+        if c.pct_ci_low is None and c.pct_change is not None:
+            no_ci.append(f"{r.workload} {r.factor}={r.treatment_level} vs "
+                         f"{r.factor}={r.baseline_level} ({c.n_treatment} vs {c.n_baseline})")
         comparisons.append(dict(
             workload=r.workload, context=r.context, factor=r.factor,
             treatment=f"{r.factor}={r.treatment_level}", baseline=f"{r.factor}={r.baseline_level}",
-            metric=info(c.metric).label, n=f"{c.n_treatment} vs {c.n_baseline}",
-            medians=f"{fmt_num(c.median_treatment)} vs {fmt_num(c.median_baseline)}",
-            pct=_pct(c.pct_change),
-            ci=(f"{_pct(c.pct_ci_low)} to {_pct(c.pct_ci_high)}" if c.pct_ci_low is not None
-                else (c.ci_reason or "")),
+            metric=info(c.metric).label, unit=u.label, n=f"{c.n_treatment} vs {c.n_baseline}",
+            medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
+            pct=tables.fmt_pct(c.pct_change),
+            ci=(f"{tables.fmt_pct(c.pct_ci_low)} to {tables.fmt_pct(c.pct_ci_high)}"
+                if c.pct_ci_low is not None else "–"),
             p_mw=fmt_p(c.p_mannwhitney).removeprefix("p = "),
             p_mw_holm=fmt_p(c.p_mannwhitney_holm).removeprefix("p = "),
             p_welch=fmt_p(c.p_welch).removeprefix("p = "),
             p_welch_holm=fmt_p(c.p_welch_holm).removeprefix("p = "),
-            cliff=fmt_num(c.cliffs_delta, 3), hl=fmt_num(c.hodges_lehmann),
+            cliff=fmt_num(c.cliffs_delta, 3),
+            hl=("–" if c.hodges_lehmann is None else f"{tables.fmt_in(c.hodges_lehmann, u)} {u.label}".strip()),
             verdict=("inconclusive" if r.inconclusive else "not tested" if c.significant is None
                      else "significant" if c.significant else "not significant"),
-            simulated=r.simulated, note=c.note or "",
+            simulated=r.simulated,
+            note="; ".join(x for x in (c.note or "").split("; ")
+                           if x and not x.startswith(("n=", "inconclusive:"))
+                           and "values per group needed" not in x),
+        ))
+    comparison_notes = []
+    if no_ci:
+        comparison_notes.append(
+            f"No CI (\"–\") where a group has fewer than {stats.MIN_N_CI} valid trials: "
+            f"{'; '.join(dict.fromkeys(no_ci))}. Their change is a point estimate only and is "
+            f"not a headline.")
+    tradeoffs = []
+    for t in a.tradeoffs:
+        if not t.active:
+            continue
+        ft = tables.tradeoff_rows(a, t)
+        tradeoffs.append(dict(
+            workload=t.workload, factors=", ".join(t.factors), simulated=t.simulated,
+            energy=info(t.energy_metric).label, time=info(t.time_metric).label,
+            baseline=t.baseline.label if t.baseline is not None else "",
+            headers=[dict(label=c.head, sub=c.sub, simulated=c.simulated) for c in ft.columns],
+            rows=[dict(r, cells=[dict(main=c.main, ci=c.ci, text=c.text()) for c in r["cells"]])
+                  for r in ft.rows],
+            notes=ft.notes,
+            effects=[dict(factor=e.factor, level=e.level, baseline=e.baseline_level,
+                          headline=e.headline, reason=e.reason,
+                          contexts=[dict(context=ctx or "–", d_energy=tables.fmt_pct(de.pct_change),
+                                         d_energy_ci=tables.fmt_pct_ci(de),
+                                         d_time=tables.fmt_pct(dt.pct_change),
+                                         d_time_ci=tables.fmt_pct_ci(dt))
+                                    for ctx, de, dt in e.contexts])
+                     for e in t.effects],
+            figure=next((p.name for p in plots if p.name == f"pareto_{_slug(t.workload)}"), ""),
         ))
     headlines = [dict(text=r.headline, significant=bool(r.result.significant),
                       inconclusive=r.inconclusive, simulated=r.simulated)
                  for r in a.headline_rows()]
+    tradeoff_headlines = [dict(text=h, simulated=t.simulated)
+                          for t in a.tradeoffs if t.active for h in t.headlines]
     no_comparison = _no_comparison_reason(a) if not headlines else ""
+    left_out = a.untested_for_ci()
+    headline_note = ""
+    if left_out and headlines:
+        headline_note = (f"{len(left_out)} comparison{'s' if len(left_out) > 1 else ''} without a "
+                         f"CI (fewer than {stats.MIN_N_CI} valid trials in a group) "
+                         f"{'are' if len(left_out) > 1 else 'is'} not a headline; see Comparisons.")
     df = a.trials
+    primary_unit = {k: choose_unit(info(kind_metrics(k)[0]).unit,
+                                   df.loc[df["kind"] == k, kind_metrics(k)[0]].tolist())
+                    for k in df["kind"].unique()}
+    energy_unit = choose_unit("J", df["gpu_energy_j"].tolist())
+    time_unit = choose_unit("s", df["duration_s"].tolist())
+
     def trial_row(t) -> dict:
         kind_m = kind_metrics(str(t["kind"]))[0]
+        u = primary_unit[t["kind"]]
         return dict(
             trial_id=t["trial_id"], variant=t["variant"], repetition=t["repetition"],
             status=t["status"],
             valid="not validated" if t["valid"] is None else ("valid" if t["valid"] else "invalid"),
-            used=bool(t["used"]), metric=f"{info(kind_m).label}: {fmt_num(t[kind_m])}",
+            used=bool(t["used"]),
+            metric=f"{info(kind_m).label}: {tables.fmt_in(t[kind_m], u)} {u.label}".rstrip(),
             metric_simulated=bool(t["simulated"]) and is_simulated_metric(kind_m),
-            energy=fmt_num(t["gpu_energy_j"]), duration=fmt_num(t["duration_s"]),
+            energy=tables.fmt_in(t["gpu_energy_j"], energy_unit),
+            duration=tables.fmt_in(t["duration_s"], time_unit),
             method=t["gpu_method"] or "unavailable", simulated=bool(t["simulated"]),
             reasons="; ".join(t["reasons"]), flags="; ".join(t["flags"]),
             error=t["error"] or "",
@@ -190,6 +202,8 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         busy_w=sm["busy_w"] if isinstance(sm["busy_w"], str) else f"{sm['busy_w']:g}",
         tick_ms=f"{1e3 * sm['tick_s']:g}", recorded=sm["recorded"])
     ct = a.co2e_total
+    e_unit = choose_unit("kWh", [ct["energy_kwh"]])
+    c_unit = choose_unit("kgCO2e", [ct["co2e_kg"]])
     figures = [dict(name=p.name, kind=p.kind, title=p.title, caption=p.caption,
                     b64=base64.b64encode(p.png).decode("ascii"), file=f"{p.name}.png",
                     simulated=p.simulated) for p in plots]
@@ -212,9 +226,13 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         conf=conf, n_resamples=f"{s.n_resamples:,}", alpha=s.alpha,
         min_valid=s.min_valid_repetitions, intensity=s.intensity_kg_per_kwh,
         band_low=s.band[0], band_high=s.band[1],
-        co2e_total=dict(kwh=fmt_num(ct["energy_kwh"]), kg=fmt_num(ct["co2e_kg"]),
-                        low=fmt_num(ct["low"]), high=fmt_num(ct["high"]),
+        co2e_total=dict(energy=tables.fmt_in(ct["energy_kwh"], e_unit), energy_unit=e_unit.label,
+                        co2e=tables.fmt_in(ct["co2e_kg"], c_unit), co2e_unit=c_unit.label,
+                        low=tables.fmt_in(ct["low"], c_unit), high=tables.fmt_in(ct["high"], c_unit),
                         n_unknown=ct["n_unknown"]),
+        tradeoffs=tradeoffs, tradeoff_headlines=tradeoff_headlines, headline_note=headline_note,
+        comparison_notes=comparison_notes, min_n_ci=stats.MIN_N_CI,
+        trial_energy_unit=energy_unit.label, trial_time_unit=time_unit.label,
         n_comparisons=sum(1 for r in a.comparisons if not r.inconclusive),
     )
 
@@ -222,6 +240,11 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
 def _no_comparison_reason(a: Analysis) -> str:
     """Why the headlines are empty: no two variants one factor apart, or they exist but
     their groups are inconclusive or empty (named)."""
+    left_out = a.untested_for_ci()
+    if left_out:
+        return (f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
+                f"valid trials per group; {len(left_out)} comparisons are point estimates only, "
+                f"see Comparisons).")
     if a.comparisons:
         return ("No headline comparisons: every planned comparison is of a metric not "
                 "summarized in headlines.")
@@ -290,7 +313,11 @@ GROUP_CSV_COLUMNS = (
     "median", "mean", "std", "cv", "ci_low", "ci_high", "ci_method", "ci_reason", "confidence",
     "n_resamples", "n_trials", "n_valid", "n_invalid", "n_failed", "n_skipped",
     "n_unvalidated", "inconclusive", "simulated", "co2e_band_low", "co2e_band_high",
+    "pooled", "pooled_ci_low", "pooled_ci_high", "pooled_ci_method", "pooled_n", "pooled_formula",
 )
+"""groups.csv columns. ``median`` ... ``ci_reason``: the median of the per-trial values
+and its BCa CI; ``pooled`` ...: for a ratio metric, sum of the numerator / sum of the
+denominator over the same trials (``n``) with its BCa CI over trials; empty otherwise."""
 
 
 def groups_frame(a: Analysis) -> pd.DataFrame:
@@ -310,6 +337,11 @@ def groups_frame(a: Analysis) -> pd.DataFrame:
                 co2e_band_low=g.co2e_band[0] if m == "co2e_kg" and g.co2e_band else None,
                 co2e_band_high=g.co2e_band[1] if m == "co2e_kg" and g.co2e_band else None,
             )
+            pr = g.pooled.get(m)
+            if pr is not None:
+                d.update(pooled=pr.pooled, pooled_ci_low=pr.ci_low, pooled_ci_high=pr.ci_high,
+                         pooled_ci_method=pr.ci_method, pooled_n=pr.n,
+                         pooled_formula=RATIOS[m].formula)
             rows.append(d)
     return pd.DataFrame(rows, columns=list(GROUP_CSV_COLUMNS))
 
@@ -322,6 +354,45 @@ COMPARISON_CSV_COLUMNS = (
     "cliffs_delta", "hodges_lehmann", "significant", "alpha", "inconclusive", "simulated",
     "note", "headline",
 )
+
+
+TRADEOFF_CSV_COLUMNS = (
+    "data_source", "workload", "kind", "configuration", "variant", "factors", "baseline",
+    "on_front", "energy_metric", "energy_unit", "energy_n", "energy_median", "energy_ci_low",
+    "energy_ci_high", "time_metric", "time_unit", "time_n", "time_median", "time_ci_low",
+    "time_ci_high", "energy_pct_change", "energy_pct_ci_low", "energy_pct_ci_high",
+    "time_pct_change", "time_pct_ci_low", "time_pct_ci_high",
+)
+"""tradeoff.csv columns: one row per configuration of each energy-time trade-off; the
+changes are against the baseline configuration (percentage change of the medians, BCa
+CI); ``data_source`` SIMULATED when the energy comes from the simulated device."""
+
+
+def tradeoff_frame(a: Analysis) -> pd.DataFrame:
+    """tradeoff.csv: every configuration of every trade-off (see TRADEOFF_CSV_COLUMNS)."""
+    rows = []
+    for t in a.tradeoffs:
+        for c in t.configs:
+            de, dt = c.d_energy, c.d_time
+            rows.append(dict(
+                data_source=_source_label(t.simulated), workload=t.workload, kind=t.kind,
+                configuration=c.label, variant=c.group.variant,
+                factors=json.dumps(c.group.factors, sort_keys=True, default=str),
+                baseline=c.is_baseline, on_front=c.on_front,
+                energy_metric=t.energy_metric, energy_unit=info(t.energy_metric).unit,
+                energy_n=c.energy.n, energy_median=c.energy.median,
+                energy_ci_low=c.energy.ci_low, energy_ci_high=c.energy.ci_high,
+                time_metric=t.time_metric, time_unit=info(t.time_metric).unit,
+                time_n=c.time.n, time_median=c.time.median, time_ci_low=c.time.ci_low,
+                time_ci_high=c.time.ci_high,
+                energy_pct_change=de.pct_change if de else None,
+                energy_pct_ci_low=de.pct_ci_low if de else None,
+                energy_pct_ci_high=de.pct_ci_high if de else None,
+                time_pct_change=dt.pct_change if dt else None,
+                time_pct_ci_low=dt.pct_ci_low if dt else None,
+                time_pct_ci_high=dt.pct_ci_high if dt else None,
+            ))
+    return pd.DataFrame(rows, columns=list(TRADEOFF_CSV_COLUMNS))
 
 
 def comparisons_frame(a: Analysis) -> pd.DataFrame:
@@ -347,7 +418,7 @@ def _clean_json(v):
 
 
 def write_report(data: ReportData, out_dir: Path, *,
-                 settings: ReportSettings | None = None) -> ReportPaths:
+                 settings: ReportSettings | None = None, paper: bool = False) -> ReportPaths:
     """Analyze ``data`` and write the report files into ``out_dir`` (created).
 
     Args:
@@ -355,6 +426,8 @@ def write_report(data: ReportData, out_dir: Path, *,
         out_dir: the report folder, conventionally ``reports/<plan>/<run id>/``
             (:func:`gcbench.report.web.report_dir`).
         settings: overrides of the plan-derived settings (tests use fewer resamples).
+        paper: also write the study's headline tables, ``paper.md`` and ``paper.tex``
+            (:mod:`gcbench.report.paper`).
 
     Returns:
         The paths written (:class:`ReportPaths`).
@@ -378,10 +451,12 @@ def write_report(data: ReportData, out_dir: Path, *,
         "trials": out_dir / "trials.csv",
         "groups": out_dir / "groups.csv",
         "comparisons": out_dir / "comparisons.csv",
+        "tradeoff": out_dir / "tradeoff.csv",
     }
     trials_frame(a).to_csv(csv["trials"], index=False)
     groups_frame(a).to_csv(csv["groups"], index=False)
     comparisons_frame(a).to_csv(csv["comparisons"], index=False)
+    tradeoff_frame(a).to_csv(csv["tradeoff"], index=False)
     summary = dict(
         plan_name=data.plan_name, run_id=data.run_id, logical_date=data.logical_date,
         title=ctx["title"], generated_at=ctx["generated_at"], simulated=a.simulated,
@@ -390,7 +465,14 @@ def write_report(data: ReportData, out_dir: Path, *,
         files=dict(html=html.name, markdown=md.name, csv={k: v.name for k, v in csv.items()},
                    png=[p.name for p in pngs]),
     )
+    paper_md = paper_tex = None
+    if paper:
+        from gcbench.report.paper import write_paper
+
+        paper_md, paper_tex = write_paper(a, out_dir)
+        summary["files"]["paper"] = [paper_md.name, paper_tex.name]
     summary_json = out_dir / "report.json"
     summary_json.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return ReportPaths(out_dir=out_dir, html=html, markdown=md, csv_dir=out_dir, csv=csv,
-                       pngs=pngs, summary_json=summary_json)
+                       pngs=pngs, summary_json=summary_json, paper_md=paper_md,
+                       paper_tex=paper_tex)

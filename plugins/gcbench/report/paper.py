@@ -1,0 +1,489 @@
+"""The study's headline tables, ready for a paper: ``paper.md`` (Markdown) and
+``paper.tex`` (LaTeX ``booktabs`` tables, a fragment to ``\\input``), written by
+``gcbench report RUN_ID --paper``.
+
+The tables follow how the two source studies present their results (ARCHITECTURE.md):
+
+* **Execution regime study** (TinyLM workloads, H2D copies):
+  GPU J/token per preprocessing path and regime (train/infer) with the percentage
+  change against pure PyTorch (``path=torch``) and its CI, the pooled J/token and the
+  throughput beside it; H2D bandwidth and GPU J/GB, pinned against pageable, with their
+  ratios (pinned / pageable) and CIs, per copy size.
+* **Multi-GPU scaling and CO2e study** (ResNet-50 / CIFAR-10 workloads): energy, time and
+  CO2e per configuration (GPUs x precision x power cap) with the change of each against
+  the baseline configuration (the uncapped FP32 one: the plan's ``report.baseline``,
+  else the highest cap, FP32, the fewest GPUs).
+
+Every number is ``median [95 % CI]`` over valid trials (the BCa bootstrap CI of the
+median, or of the percentage change of the medians; a ratio of medians is
+``1 + change / 100`` with the CI mapped the same way); a group with fewer than
+``stats.MIN_N_CI`` valid trials lists its trials' values and has no CI. Figures derived
+from simulated GPU energy are marked SIMULATED in the table's title and in their column
+heads, exactly as in the report.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gcbench import stats
+from gcbench.report.analysis import Analysis, Group
+from gcbench.report.metrics import RATIOS, info
+from gcbench.report.tables import (
+    DASH,
+    column_unit,
+    fmt_pct,
+    fmt_pct_ci,
+    pooled_cell,
+    summary_cell,
+)
+
+BASELINE_PATH = "torch"
+"""The regime study's reference path: pure PyTorch (tokenization inside the process)."""
+
+STUDY_FACTORS = ("gpus", "precision", "power_cap_w")
+"""The multi-GPU study's configuration columns, shown whether a plan varies them or sets
+them (a cap of – is no cap)."""
+
+
+@dataclass
+class PaperTable:
+    """One table of the paper output.
+
+    Attributes:
+        key: a short id (``regime-jtoken``, ``regime-h2d``, ``multigpu``), the LaTeX label's tail.
+        title: the caption's first sentence (starts with "SIMULATED:" when any figure is).
+        columns: column heads (unit in brackets); ``numeric[i]``: column i holds numbers;
+            ``sim_columns[i]``: its figures come from simulated GPU energy (the writers
+            mark such a head SIMULATED).
+        rows: cells as text (Unicode; the LaTeX writer escapes them).
+        notes: sentences under the table (how the numbers were obtained, what is missing).
+        simulated: any figure comes from the simulated device.
+    """
+
+    key: str
+    title: str
+    columns: list[str]
+    numeric: list[bool]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    simulated: bool = False
+    sim_columns: list[bool] = field(default_factory=list)
+
+    def is_sim(self, i: int) -> bool:
+        """Column ``i`` holds figures derived from simulated GPU energy."""
+        return bool(self.sim_columns) and self.sim_columns[i]
+
+
+def _cell(c) -> str:
+    return c.text()
+
+
+def _change(d: stats.Comparison | None) -> str:
+    if d is None or d.pct_change is None:
+        return DASH
+    ci = fmt_pct_ci(d)
+    return f"{fmt_pct(d.pct_change)} {ci}".strip()
+
+
+def _ratio(d: stats.Comparison | None) -> str:
+    """``1 + change / 100`` as ``2.82x [2.70x, 2.95x]``."""
+    if d is None or d.pct_change is None:
+        return DASH
+    r = 1 + d.pct_change / 100
+    text = f"{r:.3g}x"
+    if d.pct_ci_low is not None:
+        text += f" [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
+    return text
+
+
+def _size(v) -> str:
+    try:
+        n = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f and n % f == 0:
+            return f"{n / f:g} {unit}"
+    return f"{n:g} B"
+
+
+def setting(g: Group, key: str):
+    """A group's value of ``key``: its factor, else the one value its valid trials
+    recorded (a plan setting the workload reports, e.g. ``path`` or ``precision``), else
+    None (unknown, or not the same in every trial)."""
+    if key in g.factors:
+        return g.factors[key]
+    used = g._used
+    if used is None or key not in used.columns:
+        return None
+    vals = {v for v in used[key] if v is not None and v == v}
+    if len(vals) != 1:
+        return None
+    v = vals.pop()
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _context(factors: dict, skip: tuple[str, ...]) -> str:
+    parts = []
+    for k in sorted(factors):
+        if k in skip:
+            continue
+        v = factors[k]
+        parts.append(_size(v) if k in ("size_bytes", "bytes") else f"{k}={v}")
+    return ", ".join(parts)
+
+
+def _no_ci_note(groups: list[Group], metric: str) -> list[str]:
+    small = [f"{g.variant} ({g.summaries[metric].n})" for g in groups
+             if metric in g.summaries and 0 < g.summaries[metric].n < stats.MIN_N_CI]
+    if not small:
+        return []
+    return [f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid trials "
+            f"(their trials' values are listed, and changes involving them have no CI): "
+            f"{', '.join(small)}."]
+
+
+def regime_jtoken(a: Analysis) -> PaperTable | None:
+    """GPU J/token per path and regime, change against pure PyTorch with its CI."""
+    groups = [g for g in a.groups if g.kind == "tinylm" and "j_per_token" in g.summaries
+              and g.summaries["j_per_token"].n + g.summaries["j_per_token"].n_excluded > 0]
+    if not groups:
+        return None
+    sim = any(g.simulated for g in groups)
+    conf = round(a.settings.confidence * 100)
+    uj = column_unit(groups, "j_per_token")
+    ut = column_unit(groups, "tokens_per_s")
+    e2e = any(g.known("e2e_j_per_token").size for g in groups if "e2e_j_per_token" in g.values)
+    ue = column_unit(groups, "e2e_j_per_token") if e2e else None
+    cols = ["regime", "path", "n", f"GPU J/token ({uj.label})",
+            f"pooled GPU J/token ({uj.label})", "Δ GPU J/token vs pure PyTorch",
+            f"throughput ({ut.label})"]
+    sim_cols = [False, False, False, sim, sim, sim, False]
+    if e2e:
+        cols.append(f"end-to-end J/token ({ue.label})")
+        sim_cols.append(sim)
+
+    def regime(g: Group) -> str:
+        rest = _context(g.factors, ("path", "mode"))
+        mode = setting(g, "mode")
+        head = str(mode) if mode is not None else g.workload
+        return f"{head} ({rest})" if rest else head
+
+    def key(g: Group):
+        return (regime(g), setting(g, "path") != BASELINE_PATH, str(setting(g, "path")))
+
+    def same_but_path(h: Group, g: Group) -> bool:
+        return (h.workload == g.workload and setting(h, "path") == BASELINE_PATH
+                and {k: v for k, v in h.factors.items() if k != "path"}
+                == {k: v for k, v in g.factors.items() if k != "path"})
+
+    rows = []
+    missing_ref = []
+    for g in sorted(groups, key=key):
+        path = setting(g, "path")
+        ref = next((h for h in groups if same_but_path(h, g)), None)
+        if path is None:
+            change = DASH
+        elif path == BASELINE_PATH:
+            change = "reference"
+        elif ref is None:
+            change = DASH
+            missing_ref.append(g.variant)
+        else:
+            change = _change(a.comparison(g, ref, "j_per_token"))
+        row = [regime(g), DASH if path is None else str(path), str(g.summaries["j_per_token"].n),
+               _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
+               _cell(pooled_cell(g.pooled.get("j_per_token"), uj)), change,
+               _cell(summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut))]
+        if e2e:
+            row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"),
+                                          g.values.get("e2e_j_per_token"), ue)))
+        rows.append(row)
+    notes = [f"Cells: median [{conf} % CI]. GPU J/token = GPU energy of the measured window "
+             f"/ tokens; median of the per-trial values over the valid trials with its BCa "
+             f"bootstrap CI "
+             f"({a.settings.n_resamples:,} resamples); pooled = {RATIOS['j_per_token'].formula} "
+             f"over the same trials, CI from resampling trials. Δ: percentage change of the "
+             f"median J/token against path={BASELINE_PATH} (pure PyTorch) in the same regime, "
+             f"with the BCa CI of that change (negative: less energy per token than pure "
+             f"PyTorch)."]
+    notes += _no_ci_note(groups, "j_per_token")
+    if missing_ref:
+        notes.append(f"No path={BASELINE_PATH} group to compare with: {', '.join(missing_ref)}.")
+    if sim:
+        notes.append(SIM_NOTE)
+    title = "GPU energy per token by preprocessing path and regime"
+    return PaperTable("regime-jtoken", ("SIMULATED: " if sim else "") + title, cols,
+                      [False, False, True, True, True, True, True] + ([True] if e2e else []),
+                      rows, notes, sim, sim_cols)
+
+
+SIM_NOTE = ("SIMULATED: GPU energy and every figure derived from it come from GC-Bench's "
+            "simulated device, a deterministic power model, not from a sensor; times, tokens, "
+            "bytes and rates are measured.")
+
+
+def regime_h2d(a: Analysis) -> PaperTable | None:
+    """H2D bandwidth and GPU J/GB, pinned against pageable, with their ratios."""
+    groups = [g for g in a.groups if g.kind == "h2d" and "memory" in g.factors]
+    pinned = [g for g in groups if g.factors["memory"] == "pinned"]
+    if not pinned:
+        return None
+    sim = any(g.simulated for g in groups) and "gpu_j_per_gb" in groups[0].summaries
+    conf = round(a.settings.confidence * 100)
+    ub = column_unit(groups, "gb_per_s")
+    uj = column_unit(groups, "gpu_j_per_gb")
+    cols = ["copy", "n (pinned, pageable)", f"bandwidth pinned ({ub.label})",
+            f"bandwidth pageable ({ub.label})", "bandwidth ratio pinned/pageable",
+            f"GPU J/GB pinned ({uj.label})", f"GPU J/GB pageable ({uj.label})",
+            "J/GB ratio pinned/pageable"]
+    sim_cols = [False] * 5 + [sim] * 3
+    rows = []
+    for p in sorted(pinned, key=lambda g: (g.workload, str(sorted(g.factors.items())))):
+        rest = {k: v for k, v in p.factors.items() if k != "memory"}
+        q = next((g for g in groups if g.workload == p.workload
+                  and g.factors.get("memory") == "pageable"
+                  and {k: v for k, v in g.factors.items() if k != "memory"} == rest), None)
+        if q is None:
+            continue
+        size = setting(p, "size_bytes")
+        ctx = _context(p.factors, ("memory",)) or (_size(size) if size is not None else p.workload)
+        rows.append([
+            ctx, f"{p.summaries['gb_per_s'].n}, {q.summaries['gb_per_s'].n}",
+            _cell(summary_cell(p.summaries["gb_per_s"], p.values["gb_per_s"], ub)),
+            _cell(summary_cell(q.summaries["gb_per_s"], q.values["gb_per_s"], ub)),
+            _ratio(a.comparison(p, q, "gb_per_s")),
+            _cell(summary_cell(p.summaries.get("gpu_j_per_gb"), p.values.get("gpu_j_per_gb"), uj)),
+            _cell(summary_cell(q.summaries.get("gpu_j_per_gb"), q.values.get("gpu_j_per_gb"), uj)),
+            _ratio(a.comparison(p, q, "gpu_j_per_gb")) if "gpu_j_per_gb" in p.values else DASH,
+        ])
+    if not rows:
+        return None
+    notes = [f"Cells: median [{conf} % CI] over valid trials (BCa bootstrap); ratio = median "
+             f"pinned / median pageable (1 + the percentage change of the medians), its CI the "
+             f"BCa CI of that change mapped the same way (bandwidth ratio above 1: pinned is "
+             f"faster; J/GB ratio below 1: pinned costs less GPU energy per GB)."]
+    notes += _no_ci_note(groups, "gb_per_s")
+    if sim:
+        notes.append(SIM_NOTE)
+    title = "Host-to-device copies: pinned against pageable memory"
+    return PaperTable("regime-h2d", ("SIMULATED: " if sim else "") + title, cols,
+                      [False, True, True, True, True, True, True, True], rows, notes, sim,
+                      sim_cols)
+
+
+def multigpu(a: Analysis) -> PaperTable | None:
+    """Energy, time and CO2e per configuration with the change against the baseline."""
+    ts = [t for t in a.tradeoffs if t.kind == "resnet_cifar"]
+    if not ts:
+        return None
+    rows = []
+    sim = any(t.simulated for t in ts)
+    conf = round(a.settings.confidence * 100)
+    factors = list(dict.fromkeys([*STUDY_FACTORS,
+                                  *sorted({k for t in ts for c in t.configs for k in c.group.factors})]))
+    groups = [c.group for t in ts for c in t.configs]
+    em = ts[0].energy_metric
+    ue = column_unit(groups, em)
+    ut = column_unit(groups, "duration_s")
+    uc = column_unit(groups, "co2e_kg")
+    lead = (["workload"] if len(ts) > 1 else []) + factors
+    cols = lead + ["n", f"{info(em).label} ({ue.label})", "Δ energy", f"time ({ut.label})",
+                   "Δ time", f"CO2e ({uc.label})", "Δ CO2e"]
+    sim_cols = [False] * len(lead) + [False, sim, sim, False, False, sim, sim]
+    baselines = []
+    for t in ts:
+        if t.energy_metric != em:
+            continue
+        if t.baseline is not None:
+            baselines.append(t.baseline.label)
+        for c in t.configs:
+            g = c.group
+            base = t.baseline
+            d_co2 = None if base is None or c.is_baseline else a.comparison(g, base.group, "co2e_kg")
+            row = ([t.workload] if len(ts) > 1 else []) + [
+                DASH if setting(g, k) is None else str(setting(g, k)) for k in factors]
+            row += [str(c.energy.n),
+                    _cell(summary_cell(c.energy, g.values.get(em), ue)),
+                    "baseline" if c.is_baseline else _change(c.d_energy),
+                    _cell(summary_cell(c.time, g.values.get("duration_s"), ut)),
+                    "baseline" if c.is_baseline else _change(c.d_time),
+                    _cell(summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc)),
+                    "baseline" if c.is_baseline else _change(d_co2)]
+            rows.append(row)
+    s = a.settings
+    notes = [f"Cells: median [{conf} % CI] over valid trials (BCa bootstrap); Δ: percentage "
+             f"change of the median against the baseline configuration "
+             f"({'; '.join(baselines) or 'not run'}: the uncapped FP32 one), with the BCa CI "
+             f"of that change. Energy: {info(em).label}. CO2e = energy x "
+             f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh (sensitivity {s.band[0]:g}-{s.band[1]:g} "
+             f"kgCO2e/kWh in the report)."]
+    notes += _no_ci_note(groups, em)
+    if sim:
+        notes.append(SIM_NOTE)
+    title = "Energy, time and CO2e per configuration against the uncapped FP32 baseline"
+    numeric = [False] * ((1 if len(ts) > 1 else 0) + len(factors)) + [True] * 7
+    return PaperTable("multigpu", ("SIMULATED: " if sim else "") + title, cols, numeric, rows,
+                      notes, sim, sim_cols)
+
+
+def paper_tables(a: Analysis) -> list[PaperTable]:
+    """The tables that apply to this run (none of a study whose workloads it lacks)."""
+    return [t for t in (regime_jtoken(a), regime_h2d(a), multigpu(a)) if t is not None]
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(tables: list[PaperTable], a: Analysis) -> str:
+    """All tables as Markdown, each with its title and notes."""
+    d = a.data
+    out = [f"# {d.plan_name}: headline tables{' (SIMULATED)' if any(t.simulated for t in tables) else ''}",
+           "", f"Run `{d.run_id}`. Written by GC-Bench (`gcbench report RUN_ID --paper`); the "
+           f"LaTeX version is paper.tex.", ""]
+    if not tables:
+        out.append("This run has none of the two studies' workloads (TinyLM, H2D, ResNet-50): "
+                   "no headline table.")
+    for i, t in enumerate(tables, 1):
+        out += [f"## Table {i}. {t.title}", ""]
+        out.append("| " + " | ".join(("**SIMULATED** " if t.is_sim(i) else "") + _md_escape(c)
+                                     for i, c in enumerate(t.columns)) + " |")
+        out.append("|" + "|".join("---:" if n else "---" for n in t.numeric) + "|")
+        for r in t.rows:
+            out.append("| " + " | ".join(_md_escape(c) for c in r) + " |")
+        out.append("")
+        for n in t.notes:
+            out += [n, ""]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- LaTeX
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+}
+_LATEX_UNICODE = {
+    "µ": r"$\mu$", "Δ": r"$\Delta$", "Σ": r"$\Sigma$", "δ": r"$\delta$", "×": r"$\times$",
+    "–": "--", "—": "---", "−": "$-$", "≥": r"$\geq$", "≤": r"$\leq$", "±": r"$\pm$",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Text for a LaTeX document: special characters escaped, the Unicode signs GC-Bench
+    prints (µ Δ Σ δ × – −) as LaTeX, a minus before a digit as a math minus, and a thin
+    space before %.
+
+    Any other character outside printable ASCII (from a plan's names) is written as its
+    ASCII decomposition (é as e) or, without one, as ``[U+XXXX]``: pdfLaTeX without
+    extra packages stops on characters it has no glyph for.
+    """
+    out = []
+    for ch in text:
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _LATEX_UNICODE:
+            out.append(_LATEX_UNICODE[ch])
+        elif 32 <= ord(ch) < 127:
+            out.append(ch)
+        else:
+            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            out.append("".join(_LATEX_SPECIAL.get(c, c) for c in plain if 32 <= ord(c) < 127)
+                       or f"[U+{ord(ch):04X}]")
+    s = "".join(out)
+    s = re.sub(r"(?<![\w$])-(?=\d)", "$-$", s)
+    s = re.sub(r"(?<![\w$])\+(?=\d)", "$+$", s)
+    return s.replace(r" \%", r"\,\%")
+
+
+def _stack(lines: list[str], align: str) -> str:
+    """Lines stacked in one cell (a nested tabular: plain LaTeX, no package)."""
+    if len(lines) == 1:
+        return lines[0]
+    return (rf"\begin{{tabular}}[{'b' if align == 'c' else 't'}]{{@{{}}{align}@{{}}}}"
+            + r"\\".join(lines) + r"\end{tabular}")
+
+
+def _wrap(text: str, width: int = 16) -> list[str]:
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _latex_head(text: str) -> str:
+    """A column head on short lines, escaped."""
+    return _stack([latex_escape(x) for x in _wrap(text)], "c")
+
+
+def _latex_cell(text: str, numeric: bool) -> str:
+    """A cell, escaped; in a numeric cell the bracketed CI goes on a second, smaller line."""
+    m = re.fullmatch(r"(.*?) (\[[^\]]*\])", text) if numeric else None
+    if m is None:
+        return latex_escape(text)
+    return _stack([latex_escape(m.group(1)), r"{\scriptsize " + latex_escape(m.group(2)) + "}"],
+                  "r")
+
+
+BOX = r"\gcbenchtablebox"
+
+
+def to_latex(tables: list[PaperTable], a: Analysis) -> str:
+    """All tables as LaTeX ``table`` environments with ``booktabs`` rules (a fragment to
+    ``\\input``: the document needs ``\\usepackage{booktabs,graphicx}``). Each CI sits
+    under its value; a table wider than the line is scaled down to it (never up).
+    Columns of simulated figures get a bold SIMULATED above their head."""
+    d = a.data
+    out = [f"% GC-Bench headline tables: plan {d.plan_name}, run {d.run_id}.",
+           "% Generated by `gcbench report RUN_ID --paper`. Needs \\usepackage{booktabs,graphicx}.",
+           "% Cells: median [95 % CI] over valid trials (BCa bootstrap).",
+           r"\makeatletter\@ifundefined{gcbenchtablebox}{\newsavebox{" + BOX + r"}}{}\makeatother",
+           ""]
+    if not tables:
+        out.append("% This run has none of the two studies' workloads: no table.")
+    for t in tables:
+        spec = "".join("r" if n else "l" for n in t.numeric)
+        title = latex_escape(t.title)
+        if t.simulated:
+            title = title.replace("SIMULATED", r"\textbf{SIMULATED}", 1)
+        out += [r"\begin{table}[htbp]", r"\centering",
+                rf"\caption{{{title}.}}", rf"\label{{tab:gcbench-{t.key}}}",
+                r"\footnotesize\setlength{\tabcolsep}{4pt}",
+                rf"\sbox{{{BOX}}}{{%", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+        if any(t.is_sim(i) for i in range(len(t.columns))):
+            out.append(" & ".join(r"\textbf{SIMULATED}" if t.is_sim(i) else ""
+                                  for i in range(len(t.columns))) + r" \\")
+        out += [" & ".join(_latex_head(c) for c in t.columns) + r" \\", r"\midrule"]
+        for r in t.rows:
+            out.append(" & ".join(_latex_cell(c, n) for c, n in zip(r, t.numeric)) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}}%",
+                rf"\ifdim\wd{BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{{BOX}}}}}"
+                rf"\else\usebox{{{BOX}}}\fi"]
+        if t.notes:
+            out.append(r"\par\smallskip\parbox{\linewidth}{\footnotesize "
+                       + " ".join(latex_escape(n) for n in t.notes).replace(
+                           "SIMULATED:", r"\textbf{SIMULATED}:") + "}")
+        out += [r"\end{table}", ""]
+    return "\n".join(out)
+
+
+def write_paper(a: Analysis, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``paper.md`` and ``paper.tex`` into ``out_dir``; return their paths."""
+    tables = paper_tables(a)
+    md = Path(out_dir) / "paper.md"
+    tex = Path(out_dir) / "paper.tex"
+    md.write_text(to_markdown(tables, a), encoding="utf-8")
+    tex.write_text(to_latex(tables, a), encoding="utf-8")
+    return md, tex
+

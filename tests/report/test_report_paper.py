@@ -1,0 +1,190 @@
+"""``gcbench report RUN_ID --paper``: the study's headline tables as Markdown and LaTeX
+booktabs, with CIs and SIMULATED marks, and the LaTeX compiled by a real pdflatex.
+Data: SYNTHETIC (tests/report/synthetic.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from synthetic import make_report_data
+
+from gcbench.report import write_report
+from gcbench.report.analysis import ReportSettings, analyze, fmt_num
+from gcbench.report.paper import latex_escape, paper_tables, to_latex
+
+FAST = ReportSettings(n_resamples=300)
+
+
+@pytest.fixture(scope="module")
+def studies():
+    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=5,
+                                    failures=False), FAST)
+
+
+def _rows(table):
+    return [dict(zip(table.columns, r)) for r in table.rows]
+
+
+def _median(a, variant, metric):
+    t = a.trials
+    return float(np.median(t.loc[(t["variant"] == variant) & t["used"], metric]))
+
+
+def test_regime_table_gives_j_per_token_change_against_pure_pytorch(studies):
+    jt, h2d, gpu = paper_tables(studies)
+    assert [t.key for t in (jt, h2d, gpu)] == ["regime-jtoken", "regime-h2d", "multigpu"]
+    rows = _rows(jt)
+    assert [(r["regime"], r["path"]) for r in rows] == [
+        (m, p) for m in ("infer", "train") for p in ("torch", "external-go", "external-rust")]
+    for r in rows:
+        want = _median(studies, f"tinylm-{r['regime']}[mode={r['regime']},path={r['path']}]",
+                       "j_per_token") * 1e3
+        assert r["GPU J/token (mJ/token)"].startswith(fmt_num(want) + " [")
+        if r["path"] == "torch":
+            assert r["Δ GPU J/token vs pure PyTorch"] == "reference"
+            continue
+        ref = _median(studies, f"tinylm-{r['regime']}[mode={r['regime']},path=torch]", "j_per_token")
+        change = 100 * (want / 1e3 / ref - 1)
+        assert r["Δ GPU J/token vs pure PyTorch"].startswith(f"{change:+.2f} % [")
+    assert "pooled = Σ GPU energy / Σ tokens" in jt.notes[0] and not jt.simulated
+
+
+def test_h2d_table_gives_pinned_against_pageable_ratios(studies):
+    h2d = paper_tables(studies)[1]
+    for r in _rows(h2d):
+        size = r["copy"].removeprefix("size_mib=")
+        pinned = _median(studies, f"h2d[memory=pinned,size_mib={size}]", "gb_per_s")
+        pageable = _median(studies, f"h2d[memory=pageable,size_mib={size}]", "gb_per_s")
+        assert r["bandwidth ratio pinned/pageable"].startswith(f"{pinned / pageable:.3g}x [")
+        jp = _median(studies, f"h2d[memory=pinned,size_mib={size}]", "gpu_j_per_gb")
+        jq = _median(studies, f"h2d[memory=pageable,size_mib={size}]", "gpu_j_per_gb")
+        assert r["J/GB ratio pinned/pageable"].startswith(f"{jp / jq:.3g}x [")
+        assert 7.5 < pinned / pageable < 8.3 and 0.75 < jp / jq < 0.87  # ~8x, ~-19 % (synthetic)
+
+
+def test_multigpu_table_gives_energy_time_co2e_against_the_uncapped_fp32_baseline(studies):
+    gpu = paper_tables(studies)[2]
+    rows = _rows(gpu)
+    assert len(rows) == 12
+    base = next(r for r in rows if r["Δ energy"] == "baseline")
+    assert (base["gpus"], base["precision"], base["power_cap_w"]) == ("1", "fp32", "300")
+    assert base["Δ time"] == base["Δ CO2e"] == "baseline"
+    r = next(r for r in rows if (r["gpus"], r["precision"], r["power_cap_w"]) == ("1", "fp32", "250"))
+    v = "resnet50-cifar10[gpus=1,power_cap_w=250,precision=fp32]"
+    b = "resnet50-cifar10[gpus=1,power_cap_w=300,precision=fp32]"
+    for col, metric in (("Δ energy", "total_energy_j"), ("Δ time", "duration_s"),
+                        ("Δ CO2e", "co2e_kg")):
+        change = 100 * (_median(studies, v, metric) / _median(studies, b, metric) - 1)
+        assert r[col].startswith(f"{change:+.2f} % ["), (col, r[col])
+    assert r["total energy (GPU + CPU) (Wh)"].startswith(
+        fmt_num(_median(studies, v, "total_energy_j") / 3600) + " [")
+    assert "CO2e (gCO2e)" in gpu.columns
+
+
+def test_simulated_figures_are_marked_in_both_formats():
+    a = analyze(make_report_data(kinds=("tinylm",), n_rep=3, simulated=True, failures=False), FAST)
+    (jt,) = paper_tables(a)
+    assert jt.simulated and jt.title.startswith("SIMULATED: ")
+    assert [jt.is_sim(i) for i in range(len(jt.columns))] == [False, False, False, True, True,
+                                                              True, False]
+    tex = to_latex([jt], a)
+    assert r"\caption{\textbf{SIMULATED}: GPU energy per token" in tex
+    lines = tex.splitlines()
+    sim_row = lines[lines.index(r"\toprule") + 1]  # the row above the heads
+    assert [c.strip() for c in sim_row.removesuffix(r" \\").split("&")] == [
+        "", "", "", r"\textbf{SIMULATED}", r"\textbf{SIMULATED}", r"\textbf{SIMULATED}", ""]
+    assert r"\textbf{SIMULATED}: GPU energy and every figure derived from it" in tex
+    from gcbench.report.paper import to_markdown
+
+    md = to_markdown([jt], a)
+    assert "| **SIMULATED** GPU J/token (mJ/token) |" in md and "(SIMULATED)" in md.splitlines()[0]
+    measured = analyze(make_report_data(kinds=("tinylm",), n_rep=3, failures=False), FAST)
+    assert "SIMULATED" not in to_latex(paper_tables(measured), measured)
+
+
+def test_latex_escape_keeps_pdflatex_happy():
+    assert latex_escape("Δ 5 % of J/token_x & µs") == r"$\Delta$ 5\,\% of J/token\_x \& $\mu$s"
+    assert latex_escape("-6.73 % [-8.10 %, +1.00 %]") == \
+        r"$-$6.73\,\% [$-$8.10\,\%, $+$1.00\,\%]"
+    assert latex_escape("external-go, size=1 MiB") == "external-go, size=1 MiB"
+    assert latex_escape("café ☃") == "cafe [U+2603]"
+
+
+PDFLATEX = shutil.which("pdflatex")
+KPSEWHICH = shutil.which("kpsewhich")
+
+
+def _have_booktabs() -> bool:
+    return bool(KPSEWHICH) and subprocess.run([KPSEWHICH, "booktabs.sty"], capture_output=True,
+                                              text=True).stdout.strip() != ""
+
+
+@pytest.mark.skipif(not PDFLATEX or not _have_booktabs(),
+                    reason="pdflatex or booktabs.sty absent: install Debian's texlive-latex-base "
+                           "and texlive-latex-recommended (scripts/system_deps.sh latex; CI does)")
+@pytest.mark.parametrize("simulated", [False, True])
+def test_paper_tex_compiles_with_pdflatex(tmp_path, simulated):
+    data = make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=3,
+                            simulated=simulated)
+    paths = write_report(data, tmp_path / "report", settings=FAST, paper=True)
+    assert paths.paper_md.name == "paper.md" and paths.paper_tex.name == "paper.tex"
+    tex = paths.paper_tex.read_text(encoding="utf-8")
+    assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 3
+    doc = tmp_path / "doc.tex"
+    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+                   "\\begin{document}\n"
+                   f"\\input{{{paths.paper_tex.as_posix()}}}\n"
+                   f"\\input{{{paths.paper_tex.as_posix()}}}\n"  # twice: the fragment is reusable
+                   "\\end{document}\n", encoding="utf-8")
+    proc = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", doc.name],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    log = (tmp_path / "doc.log").read_text(encoding="utf-8", errors="replace")
+    assert proc.returncode == 0, log[-3000:]
+    assert "Output written on doc.pdf (" in log and (tmp_path / "doc.pdf").stat().st_size > 5000
+    assert "Undefined control sequence" not in log and "Missing $ inserted" not in log
+    assert "Overfull \\hbox" not in log  # wide tables are scaled to the line width
+
+
+def test_pdflatex_is_installed_where_ci_runs():
+    """CI (and `make system-deps`) installs pdflatex; only a machine without it may skip
+    the compile test above, and this says so instead of passing silently."""
+    import os
+
+    if os.environ.get("CI") or os.environ.get("GCBENCH_REQUIRE_PDFLATEX"):
+        assert PDFLATEX and _have_booktabs(), "pdflatex/booktabs missing: run scripts/system_deps.sh latex"
+    elif not (PDFLATEX and _have_booktabs()):
+        pytest.skip("pdflatex absent on this machine: the LaTeX compile test did not run")
+
+
+def test_settings_a_plan_fixes_come_from_what_the_trials_recorded():
+    """The smoke plan sets mode (and tinylm-train's path, ResNet's precision) as settings,
+    not factors: the tables read them from the trials' recorded values."""
+    data = make_report_data(kinds=("tinylm", "resnet_cifar"), n_rep=3, failures=False)
+    t = data.trials
+    t["mode"] = [f.get("mode") for f in t["factors"]]
+    t["path"] = [f.get("path") for f in t["factors"]]
+    t["precision"] = [f.get("precision") for f in t["factors"]]
+    t["factors"] = [{k: v for k, v in f.items() if k != "mode"} for f in t["factors"]]
+    train = t["workload"] == "tinylm-train"
+    t.loc[train, "factors"] = [{} for _ in range(int(train.sum()))]
+    t.loc[train, "variant"] = t.loc[train, "path"].map(lambda p: f"tinylm-train-{p}")
+    t = t[~train | t["path"].eq("torch")]
+    res = t["kind"] == "resnet_cifar"
+    fp32 = t["precision"].eq("fp32") & t["factors"].map(lambda f: f.get("gpus") == 1)
+    t = t[~res | fp32].copy()
+    t.loc[t["kind"] == "resnet_cifar", "factors"] = [
+        {"power_cap_w": f["power_cap_w"]} for f in t.loc[t["kind"] == "resnet_cifar", "factors"]]
+    t["gpus"] = [1.0 if k == "resnet_cifar" else np.nan for k in t["kind"]]
+    data.trials = t.reset_index(drop=True)
+    a = analyze(data, FAST)
+    jt, gpu = paper_tables(a)
+    rows = _rows(jt)
+    assert [(r["regime"], r["path"], r["Δ GPU J/token vs pure PyTorch"]) for r in rows][-1] == \
+        ("train", "torch", "reference")
+    assert {r["regime"] for r in rows} == {"infer", "train"}
+    g = _rows(gpu)
+    assert {(r["gpus"], r["precision"]) for r in g} == {("1", "fp32")}
+    assert sorted(r["power_cap_w"] for r in g) == ["200", "250", "300"]
