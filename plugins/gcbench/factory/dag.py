@@ -33,6 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gcbench.config import default_runner
 from gcbench.plan.expand import variants
 from gcbench.plan.schema import Plan
 
@@ -138,7 +139,7 @@ def dag_params(plan: Plan) -> dict[str, Any]:
                              description=f"Repetitions per variant; empty: the plan's ({plan.repetitions})."),
         "variants": Param([], type="array", items={"type": "string"}, examples=variants(plan), title="Variants",
                           description="Run only these variants; empty: all of them."),
-        "runner": Param(plan.runner, type="string", enum=["local", "docker"], title="Runner",
+        "runner": Param(default_runner(plan.runner), type="string", enum=["local", "docker"], title="Runner",
                         description="local: a subprocess per trial; docker: a container per trial (DockerOperator)."),
     }
 
@@ -231,7 +232,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 write_spec(spec, Path(trial["outdir"]))
             else:
                 spec = TrialSpec.from_file(trial["spec_path"])
-            runner = ctx["params"].get("runner") or plan.runner
+            runner = ctx["params"].get("runner") or default_runner(plan.runner)
             if runner == "docker":
                 import time
 
@@ -263,7 +264,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 from gcbench.tokenizer.errors import TokenizerBuildError
 
                 ctx = get_current_context()
-                runner = ctx["params"].get("runner") or plan.runner
+                runner = ctx["params"].get("runner") or default_runner(plan.runner)
                 built = {}
                 for impl in tokenizers:
                     try:
@@ -339,14 +340,20 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
 
         @task(retries=0)
         def check_trials(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-            """Fail the DAG run when trials never ran (an infrastructure failure that outlived
-            its retries); trials that ran and failed or measured invalid do not fail it."""
+            """Fail the DAG run, after its report, when trials never ran (an infrastructure
+            failure that outlived its retries) or ran and failed (error, killed, timed out),
+            naming each with its reason; trials that measured invalid do not fail it."""
             from gcbench.errors import TrialError
 
             not_run = sum(s.get("not_run", 0) for s in summaries)
+            failures = [f for s in summaries for f in s.get("failures", [])]
+            problems = []
             if not_run:
-                raise TrialError(None, f"{not_run} trial(s) of this run never ran (see the run_trial task logs); "
-                                       "the others are stored and reported")
+                problems.append(f"{not_run} trial(s) of this run never ran (see the run_trial task logs)")
+            if failures:
+                problems.append(f"{len(failures)} trial(s) failed: " + "; ".join(failures))
+            if problems:
+                raise TrialError(None, "; ".join(problems) + "; the others are stored and reported")
             return {"trials": sum(s.get("trials", 0) for s in summaries)}
 
         validated = validate()
@@ -403,7 +410,8 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             outdir = Path(item["outdir"])
             exit_code = ingest.runner_exit_code(outdir)
             summary["trials"] += 1
-            if exit_code is None and not (outdir / "result.json").exists():
+            never_ran = exit_code is None and not (outdir / "result.json").exists()
+            if never_ran:
                 summary["not_run"] += 1  # no runner outcome, no result: the trial never started
             spec = TrialSpec.model_validate(item["spec"]) if "spec" in item else TrialSpec.from_file(item["spec_path"])
             outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
@@ -412,6 +420,9 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             summary["samples"] += outcome.samples
             if outcome.status == "failed":
                 summary["failed"] += 1
+            if outcome.status == "failed" and not never_ran:  # never-run trials are counted in not_run
+                summary.setdefault("failures", []).append(f"{outcome.trial_id} ({spec.variant} #{spec.repetition}): "
+                                                          f"{outcome.reason}")
             if outcome.action == "refused" or outcome.status != "ok":
                 print(f"trial {outcome.trial_id}: {outcome.action} {outcome.status}: {outcome.reason}")
     print(f"collect: {summary}")
