@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
 
-.PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check clean
+.PHONY: setup system-deps demo test test-python test-native test-docker test-compose bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ test-native:
 # the docker runner, failure policy, compose validation (scripts/test_docker.sh).
 test-docker: setup
 	bash scripts/test_docker.sh
+
+# docker-compose.yml for real: images built without Docker Hub (deploy/compose.debian.yml),
+# up --wait, driven over Airflow's REST API, postgres restarted, down/up, Celery with two
+# GPU-host workers (scripts/test_compose.sh; prints its build and test times).
+test-compose: setup
+	bash scripts/test_compose.sh
 
 bench: setup
 	$(PY) benchmarks/run_all.py
