@@ -26,7 +26,7 @@ RUN set -eu; \
     mkdir -p /etc/postgresql-common; \
     echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.conf; \
     apt-get update; \
-    apt-get install -y --no-install-recommends "postgresql-${PG_MAJOR}" postgresql-client locales-all; \
+    apt-get install -y --no-install-recommends "postgresql-${PG_MAJOR}" postgresql-client; \
     rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99gcbench-ca /tmp/gcbench-local; \
     mkdir -p /var/lib/postgresql/data /var/run/postgresql /docker-entrypoint-initdb.d; \
     chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql; \

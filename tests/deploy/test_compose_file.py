@@ -98,3 +98,22 @@ def test_compose_overlays_touch_only_what_they_say():
     gpu_host = yaml.safe_load((REPO / "tests" / "compose" / "gpu-host-network.yml").read_text())
     assert gpu_host == {"networks": {"default": {"name": "${GCBENCH_CENTRAL_NETWORK:?the central project's network}",
                                                  "external": True}}}
+
+
+def test_debian_airflow_constraints_pin_everything_the_image_installs():
+    """images/debian/airflow-constraints.txt (scripts/airflow_constraints.py) pins the
+    project's Airflow, every gcbench dependency and the providers the deployment adds."""
+    import tomllib
+
+    pins = {}
+    for line in (REPO / "images" / "debian" / "airflow-constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", dep).group(0)).lower()
+        assert name in pins, f"{name} is not pinned: run scripts/airflow_constraints.py"
+    airflow = next(d for d in deps if d.startswith("apache-airflow=="))
+    assert pins["apache-airflow"] == airflow.split("==")[1]
+    assert {"apache-airflow-providers-fab", "apache-airflow-providers-celery", "celery", "redis"} <= set(pins)
