@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
 BENCH_STAMP := $(VENV)/.gcbench-bench-installed
 
-.PHONY: setup system-deps demo test test-python test-native test-docker bench gpu-check gpu-wheels gpu-studies clean
+.PHONY: setup system-deps demo test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ test-native:
 # the docker runner, failure policy, compose validation (scripts/test_docker.sh).
 test-docker: setup
 	bash scripts/test_docker.sh
+
+# docker-compose.yml for real: images built without Docker Hub (deploy/compose.debian.yml),
+# up --wait, driven over Airflow's REST API, postgres restarted, down/up, Celery with two
+# GPU-host workers (scripts/test_compose.sh; prints its build and test times).
+test-compose: setup
+	bash scripts/test_compose.sh
 
 bench: setup $(BENCH_STAMP)
 	@bash scripts/system_deps.sh go cargo

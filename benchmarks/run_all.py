@@ -19,6 +19,7 @@ BENCHMARKS = [
     ("Sampler overhead on a compute-bound loop (target <= 0.5 % on a GPU)", ["sampler_overhead.py"]),
     ("Tokenizer throughput, one thread (targets: Rust >= tiktoken, Go >= 0.5x tiktoken)", ["tokenizer_throughput.py"]),
     ("Report of 1,018 trials in 12 groups, 10,000 resamples (target <= 5 s)", ["report_speed.py"]),
+    ("Container image sizes (no PyTorch wheel kept in a layer)", ["image_sizes.py"]),
 ]
 
 

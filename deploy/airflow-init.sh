@@ -8,7 +8,13 @@ mkdir -p "${GCBENCH_HOME}" "${GCBENCH_REPORTS_DIR}" "${GCBENCH_DATA_DIR}"
 
 airflow db migrate
 
-if airflow users list --output json | python -c 'import json,sys,os; sys.exit(0 if any(u["username"] == os.environ["GCBENCH_ADMIN_USER"] for u in json.load(sys.stdin)) else 1)'; then
+# (Airflow may print log lines before the JSON on stdout: read from the line that starts it)
+if airflow users list --output json 2>/dev/null | python -c '
+import json, os, sys
+text = sys.stdin.read()
+start = 0 if text.startswith("[") else text.find("\n[") + 1
+users = json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 and "[" in text else []
+sys.exit(0 if any(u["username"] == os.environ["GCBENCH_ADMIN_USER"] for u in users) else 1)'; then
     echo "UI user ${GCBENCH_ADMIN_USER} exists"
 else
     airflow users create --role Admin --username "${GCBENCH_ADMIN_USER}" --password "${GCBENCH_ADMIN_PASSWORD}" \

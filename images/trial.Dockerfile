@@ -10,10 +10,9 @@
 # plus the few packages the trial entry point imports.
 #
 # BASE_IMAGE is a build argument so the same file builds where no registry is
-# reachable, on a Debian image made with debootstrap + `docker import` (see
-# scripts/test_docker.sh). There python3 comes from Debian, a virtual environment is
-# made in /opt/gcbench, and torch comes from a wheel placed in images/local/ (ignored by
-# git), named by TORCH_WHEEL:
+# reachable, on a Debian image made with debootstrap + `docker import`
+# (scripts/debian_base_image.sh). There python3 comes from Debian and torch from a wheel
+# placed in images/local/ (ignored by git), named by TORCH_WHEEL:
 #   cp /opt/wheels/torch-2.13.0+cpu-*.whl images/local/
 #   docker build --network host --build-arg BASE_IMAGE=gcbench/debian:bookworm \
 #       --build-arg TORCH_WHEEL=torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl \
@@ -21,16 +20,22 @@
 # The build never downloads torch: without torch in the base or a TORCH_WHEEL it fails.
 # A CA bundle placed at images/local/ca-certificates.crt is used for pip and apt
 # (machines behind a TLS-inspecting proxy).
+#
+# Stages: `system` (the base plus python3 and tini), `packages` (a virtual environment
+# /opt/gcbench with torch from the wheel, or the base's own torch through
+# --system-site-packages, and the trial's few dependencies), `runtime` (system + that
+# environment + gcbench). The wheel is copied into `packages` only, so no layer of the
+# final image holds it: the image carries torch once, installed.
 ARG BASE_IMAGE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
-FROM ${BASE_IMAGE}
 
-ARG TORCH_WHEEL=
-COPY images/local/ /tmp/gcbench-local/
+FROM ${BASE_IMAGE} AS system
+# the CA bundle alone (README.md is always there, so the COPY never matches nothing)
+COPY images/local/README.md images/local/ca-certificates.cr[t] /tmp/gcbench-ca/
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
-
 RUN set -eu; \
-    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
-        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    if [ -f /tmp/gcbench-ca/ca-certificates.crt ]; then \
+        mkdir -p /etc/apt/apt.conf.d; \
+        echo 'Acquire::https::CaInfo "/tmp/gcbench-ca/ca-certificates.crt";' > /etc/apt/apt.conf.d/99gcbench-ca; \
     fi; \
     need=""; \
     command -v tini >/dev/null 2>&1 || need="tini"; \
@@ -42,33 +47,39 @@ RUN set -eu; \
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $need; \
         rm -rf /var/lib/apt/lists/*; \
     fi; \
-    if ! command -v python >/dev/null 2>&1; then python3 -m venv /opt/gcbench; fi
+    rm -f /etc/apt/apt.conf.d/99gcbench-ca
 
-# Debian base: the venv first on PATH; a CUDA PyTorch base keeps its own python.
-ENV PATH=/opt/gcbench/bin:${PATH}
-
+FROM system AS packages
+ARG TORCH_WHEEL=
+COPY images/local/ /tmp/gcbench-local/
 RUN set -eu; \
-    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
-        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    if [ -f /tmp/gcbench-ca/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/gcbench-ca/ca-certificates.crt PIP_CERT=/tmp/gcbench-ca/ca-certificates.crt; \
     fi; \
+    py=$(command -v python || command -v python3); \
+    "$py" -m venv --system-site-packages /opt/gcbench; \
     if [ -n "${TORCH_WHEEL}" ]; then \
-        python -m pip install "/tmp/gcbench-local/${TORCH_WHEEL}"; \
+        /opt/gcbench/bin/python -m pip install "/tmp/gcbench-local/${TORCH_WHEEL}"; \
     fi; \
-    python -c "import torch" 2>/dev/null || { \
+    /opt/gcbench/bin/python -c "import torch" 2>/dev/null || { \
         echo "torch is neither in BASE_IMAGE nor given as TORCH_WHEEL (a wheel in images/local/); refusing to download it" >&2; \
         exit 1; }; \
-    python -m pip install "numpy>=1.26" "pydantic>=2.6,<3" "pyyaml>=6" "psutil>=5.9" "nvidia-ml-py>=12.535"
+    /opt/gcbench/bin/python -m pip install "numpy>=1.26" "pydantic>=2.6,<3" "pyyaml>=6" "psutil>=5.9" "nvidia-ml-py>=12.535"
 
+FROM system AS runtime
+COPY --from=packages /opt/gcbench /opt/gcbench
+# the venv first on PATH (its python sees a CUDA PyTorch base's own torch)
+ENV PATH=/opt/gcbench/bin:${PATH}
 COPY pyproject.toml README.m[d] /tmp/gcbench-src/
 COPY plugins/gcbench /tmp/gcbench-src/plugins/gcbench
 RUN set -eu; \
-    if [ -f /tmp/gcbench-local/ca-certificates.crt ]; then \
-        export SSL_CERT_FILE=/tmp/gcbench-local/ca-certificates.crt PIP_CERT=/tmp/gcbench-local/ca-certificates.crt; \
+    if [ -f /tmp/gcbench-ca/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/gcbench-ca/ca-certificates.crt PIP_CERT=/tmp/gcbench-ca/ca-certificates.crt; \
     fi; \
     cd /tmp/gcbench-src; \
     [ -f README.md ] || echo "GC-Bench trial image" > README.md; \
     python -m pip install --no-deps . ; \
-    cd /; rm -rf /tmp/gcbench-src /tmp/gcbench-local; \
+    cd /; rm -rf /tmp/gcbench-src /tmp/gcbench-ca; \
     python -c "import gcbench.trial, gcbench.energy.meter, gcbench.workloads, torch, numpy, pydantic, yaml, psutil, pynvml; print('gcbench trial image: torch', torch.__version__)"
 
 # The runner starts the container as the calling user (uid:gid of the Airflow worker),

@@ -6,6 +6,9 @@
 * ``GCBENCH_DATABASE_URL``: results database; unset: the embedded server.
 * ``GCBENCH_PROJECT_ROOT``: the checkout (the DAG file sets it to its parent folder);
   default: the current directory.
+* ``GCBENCH_RUNNER``: the runner of DAG runs whose trigger names none (``local`` or
+  ``docker``); default: the plan's. docker-compose.yml sets ``docker``: its Airflow image
+  has no torch, trials run in the trial image.
 """
 
 from __future__ import annotations
@@ -35,6 +38,21 @@ def reports_dir() -> Path:
 def plans_dir() -> Path:
     """Folder of the plan files the DAG factory reads."""
     return Path(os.environ.get("GCBENCH_PLANS_DIR") or project_root() / "plans").resolve()
+
+
+RUNNERS = ("local", "docker")
+
+
+def default_runner(plan_runner: str) -> str:
+    """The runner of a DAG run whose trigger names none: ``GCBENCH_RUNNER``, else the plan's.
+
+    Raises:
+        ValueError: ``GCBENCH_RUNNER`` is set to something else than ``local`` or ``docker``.
+    """
+    value = os.environ.get("GCBENCH_RUNNER", "").strip()
+    if value and value not in RUNNERS:
+        raise ValueError(f"GCBENCH_RUNNER={value!r}: expected one of {', '.join(RUNNERS)}")
+    return value or plan_runner
 
 
 def run_key(run_id: str) -> str:

@@ -79,9 +79,41 @@ def test_celery_profile_has_a_broker_and_workers_per_queue():
     gpu = svc["airflow-worker-gpu"]
     assert gpu["profiles"] == ["gpu-worker"]
     assert 'exec /entrypoint celery worker --queues "$$GCBENCH_QUEUE"' in gpu["entrypoint"][-1]
-    assert "/var/run/docker.sock:/var/run/docker.sock" in gpu["volumes"]
+    assert "${GCBENCH_DOCKER_SOCKET:-/var/run/docker.sock}:/var/run/docker.sock" in gpu["volumes"]
     assert gpu["group_add"] == ["${DOCKER_GID:?set DOCKER_GID in .env (getent group docker | cut -d: -f3)}"]
     # the broker requires its password and the executor is chosen in the env file
     assert "--requirepass" in svc["redis"]["command"][-1]
     env = yaml.safe_load(COMPOSE.read_text())["x-airflow-env"]
     assert env["AIRFLOW__CORE__EXECUTOR"] == "${AIRFLOW_EXECUTOR:-LocalExecutor}"
+
+
+def test_compose_overlays_touch_only_what_they_say():
+    """deploy/compose.debian.yml sets only image and build; the test's GPU-host overlay only
+    joins the central network (it stands for the private network between machines)."""
+    debian = yaml.safe_load((REPO / "deploy" / "compose.debian.yml").read_text())
+    assert set(debian) - {"services"} == {k for k in debian if k.startswith("x-")}
+    assert set(debian["services"]) <= set(services()) | {"redis"}
+    for name, svc in debian["services"].items():
+        assert set(svc) <= {"image", "build"}, name
+    gpu_host = yaml.safe_load((REPO / "tests" / "compose" / "gpu-host-network.yml").read_text())
+    assert gpu_host == {"networks": {"default": {"name": "${GCBENCH_CENTRAL_NETWORK:?the central project's network}",
+                                                 "external": True}}}
+
+
+def test_debian_airflow_constraints_pin_everything_the_image_installs():
+    """images/debian/airflow-constraints.txt (scripts/airflow_constraints.py) pins the
+    project's Airflow, every gcbench dependency and the providers the deployment adds."""
+    import tomllib
+
+    pins = {}
+    for line in (REPO / "images" / "debian" / "airflow-constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", dep).group(0)).lower()
+        assert name in pins, f"{name} is not pinned: run scripts/airflow_constraints.py"
+    airflow = next(d for d in deps if d.startswith("apache-airflow=="))
+    assert pins["apache-airflow"] == airflow.split("==")[1]
+    assert {"apache-airflow-providers-fab", "apache-airflow-providers-celery", "celery", "redis"} <= set(pins)

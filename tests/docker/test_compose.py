@@ -67,3 +67,31 @@ def test_compose_refuses_to_start_without_the_secrets(tmp_path):
     env_file.write_text("\n".join(lines) + "\n")
     proc = _config(env_file, "-q")
     assert proc.returncode != 0 and "AIRFLOW_JWT_SECRET" in proc.stderr
+
+
+def test_debian_overlay_changes_only_images_and_builds(tmp_path):
+    """deploy/compose.debian.yml (selected by COMPOSE_FILE in the env file) swaps every image
+    for one built from Debian's packages and leaves every other setting as it is."""
+    env_file = tmp_path / "debian.env"
+    env_file.write_text((REPO / "deploy" / "env.example").read_text()
+                        + "COMPOSE_FILE=docker-compose.yml:deploy/compose.debian.yml\n")
+    profiles = ["--profile", "celery", "--profile", "gpu-worker"]
+
+    def config(env: Path) -> dict:
+        proc = subprocess.run([*_compose(), "--project-directory", str(REPO), "--env-file", str(env), *profiles,
+                               "config", "--format", "json"], capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["services"]
+
+    official, debian = config(REPO / "deploy" / "env.example"), config(env_file)
+    assert set(official) == set(debian)
+    for name in official:
+        rest = {k: v for k, v in official[name].items() if k not in ("image", "build")}
+        assert {k: v for k, v in debian[name].items() if k not in ("image", "build")} == rest, name
+    assert debian["postgres"]["image"] == "gcbench/postgres:15-debian"
+    assert debian["redis"]["image"] == "gcbench/redis:7-debian"
+    built = {n: s["build"] for n, s in debian.items() if "build" in s}
+    assert set(built) == {"postgres", "redis", "airflow-init", "airflow-worker-gpu"}  # one build per image and host
+    for name, build in built.items():
+        assert build["network"] == "host" and build["args"]["BASE_IMAGE"] == "gcbench/debian:bookworm", name
+    assert {s["image"] for n, s in debian.items() if n.startswith("airflow-")} == {"gcbench/airflow:3.3.2-debian"}

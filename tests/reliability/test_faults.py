@@ -96,8 +96,10 @@ def test_trial_sigkilled_mid_window_is_failed_with_log_tail_partial_samples_and_
     assert valid is False and any(r.startswith("trial failed") and "exit status -9" in r for r in reasons)
 
 
-def test_trial_killed_mid_window_in_a_dag_run_the_others_are_collected_and_reported(gcbench_env, pg_url):
-    """dag.test() of 3 no-op trials; one SIGKILLs itself mid-window (fault injection)."""
+def test_trial_killed_mid_window_turns_its_dag_run_red_with_the_reason_after_storing_and_reporting_all(
+        gcbench_env, pg_url):
+    """dag.test() of 3 no-op trials; one SIGKILLs itself mid-window (fault injection): the
+    others are collected and reported, then check_trials fails the run naming the trial."""
     plan_path = gcbench_env / "dagkill.yaml"
     plan_path.write_text(
         "name: dagkill\ndevices: [0]\nrepetitions: 1\norder: sequential\nwindow: {seconds: 1.2}\n"
@@ -111,8 +113,8 @@ def test_trial_killed_mid_window_in_a_dag_run_the_others_are_collected_and_repor
                           capture_output=True, text=True, env=env, timeout=600)
     assert status_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     status = json.loads(status_path.read_text())
-    assert status["state"] == "success", status
-    assert {k: v for k, v in status["tasks"].items() if v != "success"} == {}
+    assert status["state"] == "failed", status
+    assert {k: v for k, v in status["tasks"].items() if v != "success"} == {"check_trials": "failed"}
     assert sum(k.startswith("run_trial_gpu0[") for k in status["tasks"]) == 3
 
     rows = query(pg_url, "SELECT t.workload, t.status, t.exit_code, t.samples_partial, t.samples_count, t.valid, "
@@ -124,6 +126,9 @@ def test_trial_killed_mid_window_in_a_dag_run_the_others_are_collected_and_repor
     assert all(r[6] > 0 and r[4] > 0 for r in rows[1:]), "the other trials are stored with metrics and samples"
     report = Path(status["report"]).with_suffix(".md").read_text()
     assert f"`{killed[7]}`" in report and "exit status -9" in report
+    reason = proc.stdout + proc.stderr
+    assert f"1 trial(s) failed: {killed[7]} (killed #0): trial process ended without a result (exit status -9)" \
+        in reason, reason[-3000:]
 
 
 # ----------------------------------------------------------------------------- PostgreSQL stopped

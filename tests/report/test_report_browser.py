@@ -46,7 +46,7 @@ def server(tmp_path, simulated_report):
     root = tmp_path / "reports"
     shutil.copytree(paths.out_dir, root / "synthetic-test" / config.run_key(RUN_ID))
     outer = FastAPI()
-    outer.mount("/gcbench", web.create_app(root, tmp_path / "plans"))
+    outer.mount("/gcbench", web.create_app(root, tmp_path / "plans", access=None))  # rendering, not login
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(outer, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)

@@ -20,8 +20,9 @@
 * ``check_trials`` is the run's verdict and its last task (``all_done``, a leaf:
   Airflow 3 decides a run's state from its leaves): it fails the run when
   ``expand_trials``, ``build_tokenizers``, ``collect``, ``validate`` or ``report`` failed,
-  when trials never ran, when a run with trials to run stored none, or when
-  ``gcbench run`` was interrupted. Trials that ran and failed or measured invalid do
+  when trials never ran, when trials ran and failed (error, killed, timed out: each
+  named with its reason), when a run with trials to run stored none, or when
+  ``gcbench run`` was interrupted. Trials that measured invalid or were skipped do
   not fail it (they are stored and reported with their reasons).
 * Errors a retry would meet again (a plan or parameter error, a TypeError or
   ValueError) fail their task at once (``AirflowFailException``); only infrastructure
@@ -50,6 +51,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
 
+from gcbench.config import default_runner
 from gcbench.plan.expand import variants
 from gcbench.plan.schema import Plan
 
@@ -336,7 +338,7 @@ def dag_params(plan: Plan) -> dict[str, Any]:
                              description=f"Repetitions per variant; empty: the plan's ({plan.repetitions})."),
         "variants": Param([], **schemas["variants"], title="Variants",
                           description="Run only these variants; empty: all of them."),
-        "runner": Param(plan.runner, **schemas["runner"], title="Runner",
+        "runner": Param(default_runner(plan.runner), **schemas["runner"], title="Runner",
                         description="local: a subprocess per trial; docker: a container per trial (DockerOperator)."),
     }
 
@@ -448,7 +450,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     write_spec(spec, Path(trial["outdir"]))
                 else:
                     spec = TrialSpec.from_file(trial["spec_path"])
-            runner = ctx["params"].get("runner") or plan.runner
+            runner = ctx["params"].get("runner") or default_runner(plan.runner)
             holder = f"trial {spec.trial_id} of {plan.dag_id} {ctx['run_id']}"
             try:
                 # the lease is taken before the trial starts: its wait is in neither the
@@ -500,7 +502,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 from gcbench.tokenizer.errors import TokenizerBuildError
 
                 ctx = get_current_context()
-                runner = ctx["params"].get("runner") or plan.runner
+                runner = ctx["params"].get("runner") or default_runner(plan.runner)
                 built = {}
                 for impl in tokenizers:
                     try:
@@ -594,8 +596,8 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         @task(trigger_rule="all_done", retries=0)
         def check_trials() -> dict[str, Any]:
             """The run's verdict (see the module docstring): fails the run, with the reasons
-            in one line, when a step failed, trials never ran, a run with trials to run
-            stored none, or ``gcbench run`` was interrupted."""
+            in one line, when a step failed, trials never ran or failed, a run with trials
+            to run stored none, or ``gcbench run`` was interrupted (:func:`run_verdict`)."""
             from airflow.sdk.exceptions import AirflowFailException
 
             from gcbench.factory import local
@@ -697,10 +699,12 @@ def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any]
 
     Returns:
         (reasons, the summaries' totals). No reason: the run succeeds; trials that
-        ran and failed or measured invalid are no reason (they are stored with theirs).
-        Reasons: interrupted; a step failed (its own reason when it left one; the
+        measured invalid are no reason (they are stored with theirs). Reasons:
+        interrupted; a step failed (its own reason when it left one; the
         upstream-failed ones only when no step failed itself); trials never ran; trials
-        to run but none stored.
+        that ran and failed (error, killed, timed out: each named with its reason,
+        from the summaries' ``failures``); specs unreadable; trials to run but none
+        stored.
     """
     total = {k: sum(int(s.get(k, 0) or 0) for s in summaries)
              for k in ("trials", "stored", "unchanged", "failed", "not_run", "not_started", "interrupted",
@@ -714,6 +718,9 @@ def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any]
         reasons.append(why if isinstance(why, str) and why else f"{task_id} {states.get(task_id)} (see the task log)")
     if total["not_run"]:
         reasons.append(f"{total['not_run']} trial(s) never ran (see the run_trial task logs)")
+    failures = [f for s in summaries for f in s.get("failures") or [] if isinstance(f, str)]
+    if failures:
+        reasons.append(f"{len(failures)} trial(s) failed: " + "; ".join(failures))
     if total["spec_unreadable"]:
         reasons.append(f"{total['spec_unreadable']} trial(s) could not be stored: their spec.json is unreadable "
                        "and the plan has no such trial (see the collect task log)")
@@ -838,7 +845,8 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
                 summary["not_started"] += 1  # never started because the run was stopped: missing, not failed
                 continue
             summary["trials"] += 1
-            if exit_code is None and not (outdir / "result.json").exists() and not interrupted:
+            never_ran = exit_code is None and not (outdir / "result.json").exists() and not interrupted
+            if never_ran:
                 summary["not_run"] += 1  # no runner outcome, no result: the trial never started
             spec, why = _item_spec(plan, ctx, item)
             if spec is None:  # no trial row can be made without its spec: counted (check_trials fails), the others stored
@@ -855,6 +863,9 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             summary["interrupted"] += bool(interrupted)
             if outcome.status == "failed":
                 summary["failed"] += 1
+            if outcome.status == "failed" and not never_ran and not interrupted:  # counted in not_run / interrupted
+                summary.setdefault("failures", []).append(f"{outcome.trial_id} ({spec.variant} #{spec.repetition}): "
+                                                          f"{outcome.reason}")
             if outcome.action == "refused" or outcome.status != "ok":
                 print(f"trial {outcome.trial_id}: {outcome.action} {outcome.status}: {outcome.reason}")
             for note in outcome.notes:

@@ -13,10 +13,11 @@ the two external views as iframes:
 ``href`` values are relative (no leading slash) so that they follow Airflow's base URL.
 The app serves files only from the reports folder (``GCBENCH_REPORTS_DIR``).
 
-Access: the ``/gcbench`` pages are NOT behind Airflow's login. Airflow 3 does not
-authenticate plugin FastAPI apps, so anyone who can reach the API server can read every
-report; expose the API server only to people who may see them (the index page says so
-in its footer).
+Access: Airflow 3 does not authenticate plugin FastAPI apps, so the app does it on every
+route with Airflow's own auth (:func:`gcbench.report.web.airflow_access`): the JWT the UI
+holds (cookie ``_token``) or an API client sends (``Authorization: Bearer``), checked by
+the configured auth manager; no token is 401, and a user sees only the plans whose DAG
+runs the auth manager lets them read.
 
 This module imports only Airflow's plugin base class and FastAPI (no pandas, SciPy or
 matplotlib): Airflow imports plugins in every component.

@@ -8,8 +8,15 @@ of the Airflow run id (``manual__2025-01-01T00:00:00+00:00`` ->
 ``manual__2025-01-01T00_00_00_00_00``), as the report writer names it (see
 :func:`report_dir`; a folder named by the raw run id is found too).
 
-Access: Airflow 3 does not put plugin FastAPI apps behind its login, so these pages
-are readable by anyone who can reach the API server; expose it accordingly.
+Access: Airflow 3 does not put plugin FastAPI apps behind its login, so this app does it
+itself on every route (:func:`airflow_access`): the request must carry the JWT Airflow
+issued, as the UI holds it (cookie ``_token``) or as an API client sends it
+(``Authorization: Bearer``), and Airflow's auth manager checks it (signature, expiry,
+revocation) exactly as for Airflow's own REST API. No token: 401; a bad one: 403 (401
+when expired). A user then sees the reports of the plans whose DAG runs the auth manager
+lets them read (``is_authorized_dag`` GET on the DAG's runs); other plans are hidden from
+the index and their files refused (403). ``create_app(access=None)`` serves without any
+check, for an app mounted behind an authenticating proxy only.
 
 Routes (relative to the mount point):
 
@@ -24,7 +31,8 @@ Any path that resolves outside the reports folder is refused (403); links in the
 are relative, so the app works behind Airflow's base URL or a proxy prefix.
 
 Only the standard library, FastAPI and :mod:`gcbench.config` (standard library only)
-are imported here: Airflow imports this module in every component that loads plugins.
+are imported at module level: Airflow imports this module in every component that loads
+plugins. Airflow's auth modules are imported at the first request.
 """
 
 from __future__ import annotations
@@ -32,10 +40,13 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from gcbench.config import run_key
@@ -148,9 +159,64 @@ def list_plans(root: Path, plans_dir: Path | None = None) -> list[dict]:
     return [dict(plan=n, dag_id=DAG_ID_PREFIX + n, runs=list_runs(root, n)) for n in sorted(names)]
 
 
-ACCESS_NOTE = ("These /gcbench pages are not behind Airflow's login: Airflow 3 does not "
-               "authenticate plugin apps, so anyone who can reach the API server can read "
-               "these reports. Expose the API server only to people who may see them.")
+@dataclass(frozen=True)
+class Access:
+    """Who is asking, and which plans' reports they may read.
+
+    Attributes:
+        user: the authenticated user (the auth manager's user object), or None when the
+            app runs without checks (``create_app(access=None)``).
+        can_read: ``can_read(dag_id) -> bool``, whether the user may read that DAG's runs.
+    """
+
+    user: Any
+    can_read: Callable[[str], bool]
+
+
+OPEN = Access(user=None, can_read=lambda dag_id: True)
+"""No check at all: for an app mounted behind an authenticating proxy only."""
+
+
+async def airflow_access(request: Request) -> Access:
+    """Authenticate a request as Airflow's API server does, and authorize through its auth manager.
+
+    The token is the one Airflow issued (``POST /auth/token`` or the UI's login): the
+    ``Authorization: Bearer`` header, else the UI's ``_token`` cookie. Airflow's own
+    :func:`airflow.api_fastapi.core_api.security.get_user` checks it with the configured
+    auth manager (FAB in docker-compose.yml): signature with the shared JWT secret,
+    expiry, audience, revocation at logout.
+
+    Returns:
+        An :class:`Access` whose ``can_read(dag_id)`` is the auth manager's
+        ``is_authorized_dag(method="GET", access_entity=RUN, details=DagDetails(id=dag_id))``.
+
+    Raises:
+        HTTPException: 401 without a token or with an expired one, 403 with an invalid
+            one (Airflow's answers), 503 where no Airflow auth manager runs in this
+            process (the app served outside Airflow's API server).
+    """
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    try:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        manager = get_auth_manager()
+    except RuntimeError:
+        raise HTTPException(status_code=503, detail="no Airflow auth manager in this process: serve the GC-Bench "
+                                                    "pages through Airflow's API server") from None
+    credentials = await bearer_scheme(request)
+    user = await get_user(request, None, credentials)
+
+    def can_read(dag_id: str) -> bool:
+        return bool(manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
+                                              details=DagDetails(id=dag_id), user=user))
+
+    return Access(user=user, can_read=can_read)
+
+
+ACCESS_NOTE = ("These pages are behind Airflow's login: each user sees the plans whose DAG runs "
+               "Airflow lets them read.")
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -199,9 +265,16 @@ def _index_html(plans: list[dict], root: Path) -> str:
     return _PAGE.format(title="GC-Bench reports", body="\n".join(parts))
 
 
-def create_app(root: Path | None = None, plans_dir: Path | None = None) -> FastAPI:
+def create_app(root: Path | None = None, plans_dir: Path | None = None, *,
+               access: Callable[[Request], Awaitable[Access]] | None = airflow_access) -> FastAPI:
     """The app; ``root`` and ``plans_dir`` default to :func:`reports_root` and
-    :func:`plans_root`, read at each request (so the environment may change)."""
+    :func:`plans_root`, read at each request (so the environment may change).
+
+    Args:
+        access: checks every request and says which plans the user may read; default
+            :func:`airflow_access` (Airflow's login). None: no check (:data:`OPEN`), only
+            for an app behind an authenticating proxy.
+    """
     app = FastAPI(title="GC-Bench reports", docs_url=None, redoc_url=None)
 
     def _root() -> Path:
@@ -210,26 +283,38 @@ def create_app(root: Path | None = None, plans_dir: Path | None = None) -> FastA
     def _plans() -> Path:
         return Path(plans_dir) if plans_dir is not None else plans_root()
 
+    async def _access(request: Request) -> Access:
+        return OPEN if access is None else await access(request)
+
+    def _readable(acc: Access, plan: str) -> None:
+        if not acc.can_read(DAG_ID_PREFIX + plan):
+            raise HTTPException(status_code=403, detail=f"not allowed to read the runs of {DAG_ID_PREFIX}{plan}")
+
+    def _plans_for(acc: Access) -> list[dict]:
+        return [p for p in list_plans(_root(), _plans()) if acc.can_read(p["dag_id"])]
+
     @app.get("/", response_class=HTMLResponse)
-    def index(request: Request):
+    def index(request: Request, acc: Access = Depends(_access)):
         # Relative links need the trailing slash ("/gcbench" -> "/gcbench/").
         if not request.url.path.endswith("/"):
             return RedirectResponse(url=request.url.path + "/")
-        return HTMLResponse(_index_html(list_plans(_root(), _plans()), _root()))
+        return HTMLResponse(_index_html(_plans_for(acc), _root()))
 
     @app.get("/api/plans")
-    def api_plans():
-        return list_plans(_root(), _plans())
+    def api_plans(acc: Access = Depends(_access)):
+        return _plans_for(acc)
 
     @app.get("/api/plans/{plan}/runs")
-    def api_runs(plan: str):
+    def api_runs(plan: str, acc: Access = Depends(_access)):
+        _readable(acc, plan)
         runs = list_runs(_root(), plan)
         if not runs and not _inside(_root(), plan).is_dir():
             raise HTTPException(status_code=404, detail=f"no reports for plan {plan!r}")
         return runs
 
     @app.get("/reports/{plan}/{run_id}/{file_path:path}")
-    def report_file(plan: str, run_id: str, file_path: str):
+    def report_file(plan: str, run_id: str, file_path: str, acc: Access = Depends(_access)):
+        _readable(acc, plan)
         if not _inside(_root(), plan, run_id).is_dir():
             run_id = run_key(run_id)  # a raw Airflow run id: the writer's folder name
         target = _inside(_root(), plan, run_id, file_path or REPORT_FILE)
@@ -241,8 +326,9 @@ def create_app(root: Path | None = None, plans_dir: Path | None = None) -> FastA
         return FileResponse(target, media_type=media)
 
     @app.get("/dag_runs/{dag_id}/{run_id}")
-    def dag_run_report(dag_id: str, run_id: str):
+    def dag_run_report(dag_id: str, run_id: str, acc: Access = Depends(_access)):
         plan = dag_id.removeprefix(DAG_ID_PREFIX)
+        _readable(acc, plan)
         try:
             folder = report_dir(_root(), plan, run_id)
         except ValueError:
@@ -261,4 +347,5 @@ def create_app(root: Path | None = None, plans_dir: Path | None = None) -> FastA
 
 
 app = create_app()
-"""The app Airflow mounts (reports folder read from the environment per request)."""
+"""The app Airflow mounts (reports folder read from the environment per request; every
+route behind Airflow's login, :func:`airflow_access`)."""
