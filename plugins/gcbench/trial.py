@@ -265,26 +265,13 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def _spawn_sampler(log_path: Path):
-    """The sampling process, started before numpy and the workload are imported (it
-    waits for the meter's config); None if it cannot start now (the meter then tries
-    again and reports the error in result.json)."""
-    from gcbench.energy.sampler import spawn
-
-    try:
-        return spawn(log_path)
-    except OSError:
-        return None
-
-
 def run_trial(spec: TrialSpec, outdir: Path) -> int:
     """Run one trial and write its result.json; returns the exit status."""
-    check_writable(outdir)
-    sampler = _spawn_sampler(outdir / "samples.sampler.log")  # its start-up overlaps the imports below
     from gcbench import workloads
     from gcbench.energy.meter import Meter
     from gcbench.workloads._loop import warmup_log
 
+    check_writable(outdir)
     log = _Log(outdir / "trial.log")
     result: dict[str, Any] = {
         "schema": RESULT_SCHEMA,
@@ -297,7 +284,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         "samples_file": "samples.csv",
     }
     status = EXIT_FAILED
-    meter = Meter(spec.energy, spec.devices, outdir / "samples.csv", spec.seed, sampler=sampler)
+    meter = Meter(spec.energy, spec.devices, outdir / "samples.csv", spec.seed)
     ctx: Context | None = None
     counts: dict[str, Any] = {}
     energy: dict[str, Any] = {}

@@ -309,23 +309,6 @@ def test_nvidia_smi_tail_is_read_in_real_time(tmp_path, fake_smi):
     assert tail[-1] >= r.window_end_s + reference_tail_s(20.0) - 0.1 and stats["wall_s"] >= tail[-1]
 
 
-def test_a_sampler_started_beforehand_is_used_and_always_ended(tmp_path):
-    from gcbench.energy.sampler import spawn
-
-    proc = spawn(tmp_path / "s.sampler.log")
-    m = Meter(sim(), [0], tmp_path / "s.csv", seed=1, sampler=proc)
-    m.start()
-    assert m._proc is proc
-    m.begin_window()
-    time.sleep(0.2)
-    m.end_window()
-    assert m.stop()["main"].gpu[0].energy_j > 0
-    assert proc.poll() is not None
-    unused = spawn(tmp_path / "u.sampler.log")
-    Meter(sim(), [0], tmp_path / "u.csv", seed=1, sampler=unused).stop()   # start() failed or never ran
-    assert unused.poll() is not None
-
-
 def test_forced_nvml_without_driver_is_a_clear_error(tmp_path):
     m = Meter(EnergySettings(backend="nvml"), [0], tmp_path / "s.csv", seed=1)
     with pytest.raises(MeasurementError, match="nvml"):

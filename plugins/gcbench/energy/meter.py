@@ -50,6 +50,7 @@ import os
 import random
 import select
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,11 +249,6 @@ class Meter:
             it); validation applies the plan's own thresholds to the recorded figures.
         env: environment to read ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` from
             (default ``os.environ``).
-        sampler: a sampling process already started by
-            :func:`gcbench.energy.sampler.spawn` (stderr to ``samples_path`` with the
-            suffix ``.sampler.log``), waiting for its config; None: :meth:`start`
-            starts one. The meter owns it: :meth:`stop` ends it even when
-            :meth:`start` failed or was never called.
 
     Attributes:
         origin_monotonic: ``time.monotonic()`` at :meth:`start`; samples' ``t_s`` are
@@ -267,8 +263,7 @@ class Meter:
 
     def __init__(self, settings, devices: list[int], samples_path: Path, seed: int, *,
                  cross_check_threshold: float = CROSS_CHECK_FLAG_REL, env: dict | None = None,
-                 sim_idle_w: float = SIM_IDLE_W, sim_busy_w: float = SIM_BUSY_W,
-                 sampler: subprocess.Popen | None = None):
+                 sim_idle_w: float = SIM_IDLE_W, sim_busy_w: float = SIM_BUSY_W):
         self.settings = settings
         self.devices = list(devices)
         self.samples_path = Path(samples_path)
@@ -290,7 +285,7 @@ class Meter:
         self.jitter_s: dict[str, float] = {}
         self._env_facts: dict = {}
         self._rapl = None
-        self._proc: subprocess.Popen | None = sampler
+        self._proc: subprocess.Popen | None = None
         self._started = False
         self._stopped = False
         self._nvml = None
@@ -403,11 +398,13 @@ class Meter:
             "tail_s": integrate.reference_tail_s(s.sample_hz),
         }
         self.samples_path.parent.mkdir(parents=True, exist_ok=True)
-        if self._proc is None or self._proc.poll() is not None:
-            from gcbench.energy.sampler import spawn
-
-            self._kill()
-            self._proc = spawn(self.samples_path.with_suffix(".sampler.log"))
+        pkg_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        log = open(self.samples_path.with_suffix(".sampler.log"), "w", encoding="utf-8")
+        self._proc = subprocess.Popen([sys.executable, "-m", "gcbench.energy.sampler"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=log, env=env)
+        log.close()
         self._started = True
         self._send(json.dumps(cfg))
         msg = self._read_message(timeout_s=60.0)
@@ -505,7 +502,6 @@ class Meter:
             DeviceEnergy's ``idle_power_w``).
         """
         if self._stopped or not self._started:
-            self._kill()  # a sampler started beforehand (sampler=) but never configured
             return self.results
         self._stopped = True
         if cross_check_threshold is not None:

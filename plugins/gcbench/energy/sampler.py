@@ -377,25 +377,6 @@ class Sampler:
         return 0
 
 
-def spawn(log_path: Path) -> subprocess.Popen:
-    """Start the sampling process (``python -m gcbench.energy.sampler``), stderr to ``log_path``.
-
-    It waits for its JSON config on stdin (:meth:`gcbench.energy.meter.Meter.start`
-    sends it, and the sampling starts then), so it may be started early: the trial
-    starts it before importing numpy and the workload, and the new interpreter's
-    start-up runs meanwhile instead of after them. It exits when its stdin closes.
-
-    Raises:
-        OSError: the interpreter cannot be started.
-    """
-    pkg_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    with open(log_path, "w", encoding="utf-8") as log:
-        return subprocess.Popen([sys.executable, "-m", "gcbench.energy.sampler"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=log, env=env)
-
-
 def main() -> int:
     """Entry point of the sampling process."""
     line = b""
