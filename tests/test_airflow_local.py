@@ -44,6 +44,8 @@ def test_up_writes_a_config_for_the_local_ui(tmp_path, monkeypatch):
     assert cfg["core"]["load_examples"] == "False" and cfg["core"]["executor"] == "LocalExecutor"
     assert cfg["database"]["sql_alchemy_conn"] == "postgresql+psycopg2://postgres@/airflow?host=/t%x"
     assert cfg["api"]["host"] == "127.0.0.1" and cfg["api"]["base_url"] == "http://127.0.0.1:18080"
+    # the next trial task is queued within 0.25 s of the previous one's end, not Airflow's 1 s
+    assert float(cfg["scheduler"]["scheduler_idle_sleep_time"]) == airflow_local.SCHEDULER_IDLE_SLEEP_S == 0.25
     passwords = Path(cfg["core"]["simple_auth_manager_passwords_file"])
     assert passwords.stat().st_mode & 0o777 == 0o600 and len(passwords.read_text()) > 20
     assert (tmp_path / "airflow.cfg").stat().st_mode & 0o777 == 0o600

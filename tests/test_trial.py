@@ -62,6 +62,14 @@ def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
     lines = (out / "samples.csv").read_text().splitlines()
     assert lines[0].startswith("t_s,device,source") and len(lines) > 15
     assert all(",simulated," in line for line in lines[1:] if ",gpu0," in line)
+    # the log says where the time before the window went; the sampler computed the
+    # cross-check's tail of the simulated device instead of waiting for it
+    log = [line.split(" ", 1)[1] for line in (out / "trial.log").read_text().splitlines()]
+    assert [m.split(" ")[0] for m in log] == ["trial", "workload", "window", "window", "trial"]
+    assert log[1].startswith("workload noop starts at t=") and "torch" not in log[1]
+    assert result["environment"]["sampler_stats"]["simulated_tail_s"] > 0.9
+    assert main["gpu"][0]["cross_check_verdict"] == "ok"
+    assert (out / "samples.sampler.log").exists()
 
 
 def test_unwritable_output_folder_fails_before_the_window(tmp_path):

@@ -247,6 +247,68 @@ def test_nvidia_smi_error_line_mid_stream_flags_the_window_and_keeps_the_good_ro
     assert r.gpu[0].energy_j == pytest.approx(122.52 * r.duration_s, rel=0.03)
 
 
+def _tail_rows(path, device: str, after_s: float):
+    return [float(ln.split(",")[0]) for ln in path.read_text().splitlines()[1:]
+            if ln.split(",")[1] == device and float(ln.split(",")[0]) > after_s]
+
+
+def test_simulated_tail_is_computed_at_once_with_the_reads_the_cross_check_needs(tmp_path):
+    from gcbench.energy.integrate import reference_tail_s
+
+    m = Meter(sim(), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(1.1)
+    m.end_window()
+    r = m.stop()["main"]
+    tail = _tail_rows(tmp_path / "s.csv", "gpu0", r.window_end_s)
+    # the model's reads reach end + lag + 0.5 s + 2 periods, at 20 Hz as the loop reads them ...
+    assert tail[-1] >= r.window_end_s + reference_tail_s(20.0)
+    power_reads = [t for t in tail if t > r.window_end_s + 0.6]   # past the counter burst
+    assert len(power_reads) >= 10 and max(b - a for a, b in zip(power_reads, power_reads[1:])) < 0.06
+    # ... but were computed, not waited for: they lie after the sampler's own (real) end
+    stats = m.sampler_stats
+    assert stats["simulated_tail_s"] > 0.9 and tail[-1] > stats["wall_s"]
+    g = r.gpu[0]
+    assert g.cross_check_verdict == "ok" and g.cross_check_j is not None and r.flags == []
+
+
+def test_rapl_is_never_read_at_a_simulated_time(tmp_path):
+    root = tmp_path / "powercap"
+    z = root / "intel-rapl:0"
+    z.mkdir(parents=True)
+    (z / "name").write_text("package-0\n")
+    (z / "max_energy_range_uj").write_text("262143328850\n")
+    (z / "energy_uj").write_text("5000000\n")
+    m = Meter(sim(rapl_root=str(root)), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(0.4)
+    m.end_window()
+    r = m.stop()["main"]
+    rapl_t = [float(ln.split(",")[0]) for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]
+              if ln.split(",")[2] == "rapl"]
+    assert m.sampler_stats["simulated_tail_s"] > 0.5
+    assert rapl_t and max(rapl_t) <= m.sampler_stats["wall_s"]       # real reads, on the real clock
+    assert r.cpu_energy_j == pytest.approx(0.0) and r.cpu_reason is None
+
+
+def test_nvidia_smi_tail_is_read_in_real_time(tmp_path, fake_smi):
+    from gcbench.energy.integrate import reference_tail_s
+
+    fake_smi.setenv("FAKE_SMI_INSTANT", "150.0")
+    m = Meter(EnergySettings(backend="nvidia-smi"), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(1.1)
+    m.end_window()
+    r = m.stop()["main"]
+    tail = _tail_rows(tmp_path / "s.csv", "gpu0", r.window_end_s)
+    stats = m.sampler_stats
+    assert stats["simulated_tail_s"] == 0.0
+    assert tail[-1] >= r.window_end_s + reference_tail_s(20.0) - 0.1 and stats["wall_s"] >= tail[-1]
+
+
 def test_forced_nvml_without_driver_is_a_clear_error(tmp_path):
     m = Meter(EnergySettings(backend="nvml"), [0], tmp_path / "s.csv", seed=1)
     with pytest.raises(MeasurementError, match="nvml"):

@@ -60,6 +60,13 @@ def test_trial_tasks_queue_in_single_gpu_pools(dag):
     assert trial_pool([2, 3]) == "gcbench_gpu2" and trial_pool([1], "h200a") == "gcbench_h200a_gpu1"
 
 
+def test_trial_tasks_push_no_xcom_nothing_reads(dag):
+    # collect reads the trial folders; a pushed return value would cost an API call per trial
+    for task_id in ("run_trial_gpu0", "run_trial_gpu0_1"):          # mapped: the setting is a partial kwarg
+        assert dag.get_task(task_id).partial_kwargs["do_xcom_push"] is False
+    assert dag.get_task("collect").do_xcom_push is True          # check_trials reads collect's summary
+
+
 def test_the_trial_task_timeout_is_a_backstop_above_the_gpu_wait_and_the_trial_limit(dag, monkeypatch):
     plan = plan_from_text(PLAN, "shape.yaml")
     run = dag.get_task("run_trial_gpu0")

@@ -16,6 +16,13 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
 nvidia-smi rows are timed on this process's monotonic clock when they are read, not
 by their printed wall-clock timestamp (see :class:`gcbench.energy.smi.SmiStream`).
 
+The simulated device is a model, not a sensor: once ``stop`` has come, no window edge
+can follow, so its remaining reads (the counter burst and the cross-check's power tail,
+about 1.3 s at 20 Hz) are computed at their due times at once instead of being waited
+for (``fast_forward``): the same rows, the same times, without the wait. The done
+message says how far (``simulated_tail_s``). Real backends (NVML, nvidia-smi) and RAPL
+are always read in real time.
+
 Rates: power fields at ``sample_hz``; the energy counter at ``counter_hz`` (a read
 costs ~4 ms on an H200), and in a *burst* after each window edge and at stop: every
 ``burst_interval_s`` until the counter has changed ``burst_changes`` times (or
@@ -105,6 +112,9 @@ class Sampler:
         self.tail_s = float(cfg.get("tail_s", 0.0))
         self.last_end: float | None = None
         self.stop_not_before: float | None = None
+        # simulated backend after stop: virtual seconds added to the clock (see the module docstring)
+        self.fast_forward = False
+        self.virtual_s = 0.0
         self.events = 0
         self.bursts: dict[int, dict] = {}
         self.last_energy: dict[int, float | None] = {}
@@ -161,7 +171,7 @@ class Sampler:
                                    "host's PID namespace for a complete check")
 
     def now(self) -> float:
-        return self.clock() - self.origin
+        return self.clock() - self.origin + self.virtual_s
 
     # ------------------------------------------------------------ commands
     def command(self, line: str) -> None:
@@ -291,13 +301,15 @@ class Sampler:
         gpu_polled = self.backend in ("nvml", "simulated")
         _emit({"ready": True, "backend": self.backend})
         while True:
+            if self.stopping and self.backend == "simulated" and not self.fast_forward:
+                self.fast_forward = True  # no edge can follow: compute the model's last reads at once
             t = self.now()
             wakes = [next_flush]
             if gpu_polled:
                 wakes += [next_power, next_counter]
                 if self.bursts:
                     wakes.append(t + self.burst_dt)
-            if self.rapl:
+            if self.rapl and not self.fast_forward:
                 wakes.append(next_rapl)
             if self.check_processes and (self.open_windows or self.process_due):
                 wakes.append(t if self.process_due else next_process)
@@ -305,7 +317,11 @@ class Sampler:
                 break
             timeout = max(0.0, min(wakes) - t)
             fds = [x for x in (fd, smi_fd) if x is not None]
-            ready = select.select(fds, [], [], timeout)[0] if fds else time.sleep(timeout) or []
+            if self.fast_forward:
+                self.virtual_s += timeout
+                ready = select.select(fds, [], [], 0)[0] if fds else []
+            else:
+                ready = select.select(fds, [], [], timeout)[0] if fds else time.sleep(timeout) or []
             if fd is not None and fd in ready:
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -334,7 +350,7 @@ class Sampler:
                     next_power = max(next_power + self.power_dt, t)
                 if counter_due:
                     next_counter = max(next_counter + self.counter_dt, t)
-            if self.rapl and t >= next_rapl:
+            if self.rapl and t >= next_rapl and not self.fast_forward:  # RAPL is real: never at a virtual time
                 self.read_rapl()
                 next_rapl = max(next_rapl + self.rapl_dt, t)
             if self.check_processes and (self.process_due or (self.open_windows and t >= next_process)):
@@ -346,6 +362,7 @@ class Sampler:
                 next_flush = t + self.flush_dt
             if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
                 self.bursts.clear()
+        simulated_tail_s, self.virtual_s = self.virtual_s, 0.0  # back on the real clock
         if self.rapl:
             self.read_rapl()
         if self.smi is not None:
@@ -356,7 +373,7 @@ class Sampler:
                 self.smi.kill()
         self.writer.close()
         _emit({"done": True, "rows": self.writer.rows, "cpu_s": time.process_time(),
-               "wall_s": self.now()})
+               "wall_s": self.now(), "simulated_tail_s": round(simulated_tail_s, 6)})
         return 0
 
 

@@ -545,6 +545,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     pool=trial_pool(devices, host),
                     map_index_template="{{ task.op_kwargs['trial']['label'] }}",
                     execution_timeout=backstop,
+                    do_xcom_push=False,  # nothing reads it (collect reads the trial folders); saves an API call per trial
                     trigger_rule="all_done" if len(devices) > 1 else "all_success",
                     **queue,
                 ).expand(trial=selected)
