@@ -82,7 +82,7 @@ def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
 
     ``hf_configs``: the ``layout+call`` combinations of tokenizers to try (None: all).
     """
-    from gcbench.factory.tokenizers import build_local
+    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer import Encoder, read_tokens
     from gcbench.tokenizer.native import run_native
 

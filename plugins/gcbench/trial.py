@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from gcbench.errors import GCBenchError, TrialError
+from gcbench.errors import SkipTrial, TrialError
 from gcbench.spec import TrialSpec
 from gcbench.units import bytes_to_gb
 
@@ -36,10 +36,6 @@ RESULT_SCHEMA = 1
 """Version of the result.json layout."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
-
-
-class SkipTrial(GCBenchError):
-    """Raised by a workload that cannot run here on purpose (the reason is stored)."""
 
 
 def utcnow() -> str:

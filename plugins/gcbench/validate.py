@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gcbench.metrics import PRIMARY_METRIC
 from gcbench.plan.schema import ValidationSettings
 
 DEFAULT_UPDATE_PERIOD_S = 0.1
@@ -44,10 +45,6 @@ THROTTLE_BITS = {
     0x80: "power brake (HW)",
 }
 """NVML clocks-event reasons that mean the GPU slowed down (nvmlClocksEventReason*, nvml.h)."""
-
-PRIMARY_METRIC = {"tinylm": "j_per_token", "h2d": "gpu_j_per_gb", "resnet_cifar": "gpu_energy_j", "noop": "duration_s"}
-"""The metric each workload kind is judged and compared on."""
-
 
 @dataclass
 class Verdict:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gcbench.errors import PlanError
-from gcbench.factory.dag import (AIRFLOW_ID_MAX_CHARS, AIRFLOW_KEY_PATTERN, AIRFLOW_POOL_MAX_CHARS,
-                                 AIRFLOW_QUEUE_MAX_CHARS, MAP_INDEX_LABEL_MAX_CHARS, airflow_identifiers, build_dag,
-                                 trial_label)
+from gcbench.factory.dag import build_dag
+from gcbench.plan.identifiers import (AIRFLOW_ID_MAX_CHARS, AIRFLOW_KEY_PATTERN, AIRFLOW_POOL_MAX_CHARS,
+                                      AIRFLOW_QUEUE_MAX_CHARS, MAP_INDEX_LABEL_MAX_CHARS, airflow_identifiers,
+                                      trial_label)
 from gcbench.plan import expand, load_plan, plan_from_text
 
 REPO = Path(__file__).resolve().parents[2]

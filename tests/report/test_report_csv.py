@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS
+from gcbench.metrics import METRIC_COLUMNS
+from gcbench.report.data import TRIAL_COLUMNS
 from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
 
 

@@ -36,8 +36,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from gcbench.errors import GCBenchError
-from gcbench.trial import SkipTrial
+from gcbench.errors import GCBenchError, SkipTrial
 from gcbench.units import mw_to_w
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class PowerCapError(GCBenchError):
 class PowerCapPermissionError(PowerCapError, SkipTrial):
     """NVML refused to set the limit (NVML_ERROR_NO_PERMISSION): needs CAP_SYS_ADMIN.
 
-    A :class:`gcbench.trial.SkipTrial`: the trial exits "skipped" with this reason.
+    A :class:`gcbench.errors.SkipTrial`: the trial exits "skipped" with this reason.
     """
 
 
@@ -127,7 +126,7 @@ class PowerCap:
         PowerCapUnavailableError: no GPU in ``gpu_indices`` or NVML does not start.
         PowerCapError: any other NVML failure while applying (the trial fails).
 
-    The first three are :class:`gcbench.trial.SkipTrial`: the trial is skipped with
+    The first three are :class:`gcbench.errors.SkipTrial`: the trial is skipped with
     the reason (``exc.skip_reason``).
 
     ``__exit__`` restores every applied GPU even when the body raised. A failed restore

@@ -90,7 +90,7 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
             by the DAG; it is recorded on the container as a label).
         home: GCBENCH_HOME on the Docker host; default ``config.home()``.
         native_dir: the ``native/`` sources on the Docker host; default
-            :func:`gcbench.factory.tokenizers.native_root`.
+            :func:`gcbench.tokenizer.build.native_root`.
 
     Returns:
         A dict for ``DockerOperator(task_id=..., **kwargs)``.
@@ -108,7 +108,7 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
     ]
     if needs_native_tokenizer(spec):
         if native_dir is None:
-            from gcbench.factory.tokenizers import native_root
+            from gcbench.tokenizer.build import native_root
 
             native_dir = native_root()
         mounts += [

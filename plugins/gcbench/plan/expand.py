@@ -190,7 +190,7 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         raise PlanError(source, lines.get(("repetitions",)), "repetitions",
                         f"the plan expands to {n} trials, more than Airflow's max_map_length "
                         f"({limit}); split it into several plans or lower repetitions")
-    from gcbench.factory.dag import check_airflow_identifiers
+    from gcbench.plan.identifiers import check_airflow_identifiers
 
     check_airflow_identifiers(plan, lines, source)
 

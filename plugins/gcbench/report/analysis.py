@@ -40,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData
+from gcbench.metrics import METRIC_COLUMNS
+from gcbench.report.data import TRIAL_COLUMNS, ReportData
 from gcbench.report.metrics import (
     CORE_METRICS,
     PAIRED_METRICS,
