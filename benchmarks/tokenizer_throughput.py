@@ -72,7 +72,7 @@ def id_check(ids, reference) -> tuple[bool, int]:
     ids = list(ids)
     if ids == reference:
         return True, 0
-    differ = sum(1 for a, b in zip(ids, reference) if a != b) + abs(len(ids) - len(reference))
+    differ = sum(1 for a, b in zip(ids, reference, strict=False) if a != b) + abs(len(ids) - len(reference))
     return False, differ
 
 

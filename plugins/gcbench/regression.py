@@ -181,7 +181,7 @@ def check(tonight: "pandas.DataFrame", baseline: "pandas.DataFrame", settings: "
             tested.append((len(checks), comparison))
         checks.append(group)
     adjusted = stats.adjust_holm([c for _, c in tested], alpha=settings.alpha)
-    for (i, _), c in zip(tested, adjusted):
+    for (i, _), c in zip(tested, adjusted, strict=True):
         g = checks[i]
         g.median_tonight, g.median_baseline = c.median_treatment, c.median_baseline
         g.pct_change, g.pct_ci_low, g.pct_ci_high = c.pct_change, c.pct_ci_low, c.pct_ci_high

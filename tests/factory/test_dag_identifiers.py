@@ -108,7 +108,7 @@ def test_c03_long_variant_labels_fit_rendered_map_index_and_keep_the_trial_id():
     assert len(specs[0].variant) > MAP_INDEX_LABEL_MAX_CHARS
     assert all(len(label) == MAP_INDEX_LABEL_MAX_CHARS for label in labels)
     assert len(set(labels)) == len(labels) == 3
-    for spec, label in zip(specs, labels):
+    for spec, label in zip(specs, labels, strict=True):
         assert label.endswith(f"… #{spec.repetition} ({spec.trial_id})")
         assert label.startswith("idle-baseline-after-driver-580-upgrade-with-persistence-mode-on[note=node gpu-a17")
 

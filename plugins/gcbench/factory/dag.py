@@ -44,8 +44,6 @@ imported inside the tasks.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -102,9 +100,10 @@ def fail_fast(what: str) -> Iterator[None]:
     A context manager, or a decorator of a task's function (under ``@task``)."""
     from gcbench.errors import PlanError
 
+    futile: tuple[type[BaseException], ...] = (PlanError, *DETERMINISTIC_ERRORS)
     try:
         yield
-    except (PlanError, *DETERMINISTIC_ERRORS) as exc:
+    except futile as exc:
         from airflow.sdk.exceptions import AirflowFailException
 
         message = f"{what}: {type(exc).__name__}: {exc}"
@@ -190,11 +189,13 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=10),
     }
+    start_date = pendulum.parse(START_DATE)
+    assert isinstance(start_date, pendulum.DateTime)  # a date string parses to a DateTime
     with DAG(
         dag_id=plan.dag_id,
         description=(plan.description or f"GC-Bench plan {plan.name}")[:200],
         schedule=plan.schedule,
-        start_date=pendulum.parse(START_DATE),
+        start_date=start_date,
         catchup=False,
         max_active_runs=1,
         params=dag_params(plan),
@@ -229,11 +230,11 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             out: list[dict[str, Any]] = []
             todo = [spec for spec in specs if stored.get(spec.trial_id) != "ok"]
             skipped = len(specs) - len(todo)
-            for spec, (host, devices) in zip(todo, place_trials(plan, todo)):
+            for spec, (host, devices) in zip(todo, place_trials(plan, todo), strict=True):
                 spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
                 outdir = config.run_dir(plan.name, run_id) / spec.trial_id
                 spec_path = write_spec(spec, outdir)
-                item = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
+                item: dict[str, Any] = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
                         "spec_path": str(spec_path), "outdir": str(outdir), "devices": devices, "host": host}
                 if host is not None:  # the host's worker has not this machine's files
                     item["spec"] = spec.model_dump(mode="json")
@@ -361,8 +362,10 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             run_tasks[host] = []
             for devices in host_sets:
                 key = device_key(devices)
-                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)
-                mapped = task(
+                # TaskFlow calls take XComArgs where the function takes values: Airflow's typing
+                # does not model it (here and below); task(callable, **kwargs) is task(**kwargs)(callable)
+                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)  # type: ignore[arg-type]
+                mapped = task(  # type: ignore[call-overload]
                     _run_trial,
                     task_id=f"run_trial_{prefix}{key}",
                     pool=trial_pool(devices, host),
@@ -390,12 +393,15 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         @fail_fast("validate")
         def validate() -> dict[str, Any]:
             """Apply the validation rules and store validity and reasons."""
+            from gcbench.errors import StoreError
             from gcbench.store import db, queries
             from gcbench.validate import validate_run
 
             ctx = get_current_context()
             with db.connection() as conn:
                 pk = queries.dag_run_pk(conn, plan.dag_id, ctx["run_id"])
+                if pk is None:  # expand_trials registers every run
+                    raise StoreError(f"run {ctx['run_id']} of {plan.dag_id} is not in the results database")
                 summary = validate_run(conn, pk, plan.validation)
             print(f"validation: {summary}")
             return summary
@@ -408,8 +414,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             from gcbench.report.build import report_run
 
             ctx = get_current_context()
-            if local.stop_requested():  # gcbench run got Ctrl-C: the report says so
-                print(record_interruption(plan, ctx["run_id"], ctx["params"], local.stop_requested())[0])
+            stopped = local.stop_requested()
+            if stopped:  # gcbench run got Ctrl-C: the report says so
+                print(record_interruption(plan, ctx["run_id"], ctx["params"], stopped)[0])
             path = report_run(plan, ctx["run_id"])
             print(f"report: {path}")
             return str(path)
@@ -445,14 +452,14 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         validated = validate()
         for host, tasks in run_tasks.items():
             if host is None:
-                collected = collect(specs)
+                collected = collect(specs)  # type: ignore[arg-type]
             else:  # the trial folders are on the host: collect there, into the central database
-                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)
+                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)  # type: ignore[arg-type]
             for _, mapped in tasks:
                 mapped >> collected
             collected >> validated
             essential.append(collected)
-            collect_ids.append(collected.operator.task_id)
+            collect_ids.append(collected.operator.task_id)  # type: ignore[attr-defined]  # a PlainXComArg
         reported = report()
         validated >> reported
         essential_ids = [t.operator.task_id for t in essential] + ["validate", "report"]

@@ -41,10 +41,13 @@ import re
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import TrialError
 from gcbench.spec import TrialSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 CONTAINER_OUTDIR = "/gcbench/out"
 CONTAINER_DATA_DIR = "/data"
@@ -188,7 +191,7 @@ def _remove(op: Any) -> None:
         op.log.warning("could not remove trial container %s: %s", container["Id"][:12], exc)
 
 
-def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: dict, *, timeout_s: float,
+def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: Context, *, timeout_s: float,
                docker_url: str | None = None) -> int:
     """Run a trial container through a DockerOperator inside the current task.
 

@@ -79,7 +79,7 @@ def host_device_sets(plan: Plan) -> dict[str, list[list[int]]]:
 
 
 AIRFLOW_KEY_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
-"""Characters of an identifier GC-Bench builds for Airflow: the ASCII part of Airflow's
+r"""Characters of an identifier GC-Bench builds for Airflow: the ASCII part of Airflow's
 ``KEY_REGEX`` (``^[\w.-]+$``, ``airflow.sdk.definitions._internal.node``) for dag and
 task ids, used for pool and queue names too (they appear in ``airflow pools set`` and
 Celery worker command lines)."""
@@ -160,7 +160,7 @@ def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str
     seen: dict[tuple[str, str], tuple] = {}
     for kind, ident, field in identifiers:
         where = format_path(field)
-        value = field[-1] if field[:1] == ("hosts",) and len(field) == 2 else None
+        value = str(field[-1]) if field[:1] == ("hosts",) and len(field) == 2 else None
         if not AIRFLOW_KEY_PATTERN.fullmatch(ident):
             what = f"host name {value!r}" if value is not None else "this value"
             ascii_value = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode() if value else ""

@@ -109,7 +109,7 @@ def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str,
         return CorpusError(corpus, message)
     if code == 6:
         return OutputError(out, message)
-    where = "killed by signal %d" % -code if code < 0 else f"exit status {code}"
+    where = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     return TokenizerError(binary, f"failed ({where}): {text}")
 
 
