@@ -1,6 +1,6 @@
 # GC-Bench. The README's two commands:
 #   make demo   set up, then run plans/smoke.yaml and print where the report is
-#   make test   set up, then run every test (Python, Go, Rust)
+#   make test   set up, then lint and run every test (Python, Go, Rust)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
 BENCH_STAMP := $(VENV)/.gcbench-bench-installed
 
-.PHONY: setup system-deps demo test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
+.PHONY: setup system-deps demo lint test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,16 @@ demo: setup
 	@bash scripts/system_deps.sh go cargo
 	$(VENV)/bin/gcbench run plans/smoke.yaml
 
+# ruff check and ruff format --check over the repository, mypy on plugins/gcbench (settings in
+# pyproject.toml; ruff and mypy come with its test extra, the anchors of the bench extra are
+# type-checked where the package calls them)
+lint: setup $(BENCH_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
 test: setup system-deps
+	$(MAKE) lint
 	$(MAKE) test-native
 	$(MAKE) test-python
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pg import database  # noqa: E402
 
 from gcbench.energy.base import SAMPLE_COLUMNS  # noqa: E402
-from gcbench.plan import expand, plan_from_text  # noqa: E402
+from gcbench.plan import plan_from_text  # noqa: E402
 from gcbench.store import db, ingest  # noqa: E402
 
 PLAN = plan_from_text("name: bench\nworkloads: [{name: n, kind: noop}]\n")
@@ -47,7 +47,6 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--insert-samples", type=int, default=50_000)
     args = parser.parse_args()
-    spec = expand(PLAN)[0]
     with tempfile.TemporaryDirectory() as tmp, database() as url:
         path = Path(tmp) / "samples.csv"
         write_samples(path, args.samples)

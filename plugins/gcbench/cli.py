@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +20,7 @@ CLI_PARAM_NAMES = {"repetitions": "--repetitions", "variants": "--variant", "run
 """How errors of :func:`gcbench.plan.params.run_params` name the run parameters' flags."""
 
 
-class Runner(str, Enum):
+class Runner(StrEnum):
     """Where trials run."""
 
     local = "local"

@@ -223,6 +223,8 @@ def comparison_metrics(
     if cc.energy_j is None:
         out.update({"codecarbon_rel_error": None, "codecarbon_compared": None})
         return out
+    estimate: float | None
+    measured: float | None
     if cpu_energy_j is not None and cc.cpu_energy_j is not None and cc.gpu_energy_j is not None:
         estimate, measured, scope = cc.cpu_energy_j + cc.gpu_energy_j, (
             None if gpu_energy_j is None else gpu_energy_j + cpu_energy_j), "gpu+cpu"

@@ -77,3 +77,13 @@ class TrialError(GCBenchError):
     def __init__(self, trial_id: str | None, message: str):
         self.trial_id = trial_id
         super().__init__(f"trial {trial_id}: {message}" if trial_id else message)
+
+
+class SkipTrial(GCBenchError):
+    """Raised by a workload that cannot run here on purpose (the reason is stored).
+
+    The trial entry point (:func:`gcbench.trial.run_trial`) catches it and exits
+    "skipped" with the message as the reason. Defined here, not in the trial module, so
+    that workloads and sensors (:mod:`gcbench.energy.powercap`) can raise it without
+    importing the layer that runs them.
+    """

@@ -27,7 +27,11 @@ import json
 import logging
 import os
 import urllib.request
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 from airflow.sdk import BaseNotifier
 
@@ -62,7 +66,7 @@ class RegressionNotifier(BaseNotifier):
         """Channels that delivered the last notification (``log``, ``webhook``, ``email``)."""
 
     @staticmethod
-    def payload(context: dict[str, Any]) -> dict[str, Any]:
+    def payload(context: Mapping[str, Any]) -> dict[str, Any]:
         """The notification's content from an Airflow callback context."""
         from gcbench.regression import RegressionError
 
@@ -73,7 +77,7 @@ class RegressionNotifier(BaseNotifier):
         out: dict[str, Any] = {
             "dag_id": getattr(ti, "dag_id", None) or getattr(context.get("dag"), "dag_id", None),
             "run_id": context.get("run_id") or getattr(dag_run, "run_id", None),
-            "logical_date": logical.isoformat() if hasattr(logical, "isoformat") else logical,
+            "logical_date": logical.isoformat() if logical is not None and hasattr(logical, "isoformat") else logical,
             "task_id": getattr(ti, "task_id", None),
             "regressions": None,
             "groups": None,
@@ -88,7 +92,7 @@ class RegressionNotifier(BaseNotifier):
             out["text"] = f"GC-Bench: {out['task_id']} of {out['dag_id']} {out['run_id']} failed"
         return out
 
-    def notify(self, context: dict[str, Any]) -> None:
+    def notify(self, context: Context) -> None:
         """Send the notification on every configured channel (see the module docstring)."""
         body = self.payload(context)
         self.sent = []

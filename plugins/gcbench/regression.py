@@ -1,7 +1,7 @@
 """The nightly energy-regression check: tonight's run against the last N valid nights.
 
 For each group (variant) of a scheduled plan, the values compared are the group's
-primary metric (:data:`gcbench.validate.PRIMARY_METRIC`: J/token for TinyLM, GPU J/GB
+primary metric (:data:`gcbench.metrics.PRIMARY_METRIC`: J/token for TinyLM, GPU J/GB
 for H2D, GPU J for ResNet, seconds for the no-op) of **valid** trials only:
 
 * *tonight*: the valid trials stored under this run's logical date (by this run or an
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import GCBenchError
-from gcbench.validate import PRIMARY_METRIC
+from gcbench.metrics import PRIMARY_METRIC
 
 if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports the factory)
     import pandas
@@ -181,7 +181,7 @@ def check(tonight: "pandas.DataFrame", baseline: "pandas.DataFrame", settings: "
             tested.append((len(checks), comparison))
         checks.append(group)
     adjusted = stats.adjust_holm([c for _, c in tested], alpha=settings.alpha)
-    for (i, _), c in zip(tested, adjusted):
+    for (i, _), c in zip(tested, adjusted, strict=True):
         g = checks[i]
         g.median_tonight, g.median_baseline = c.median_treatment, c.median_baseline
         g.pct_change, g.pct_ci_low, g.pct_ci_high = c.pct_change, c.pct_ci_low, c.pct_ci_high

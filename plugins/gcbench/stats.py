@@ -49,7 +49,7 @@ import inspect
 import math
 import warnings
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _sps
@@ -201,7 +201,7 @@ def summarize(
     x, n_excluded = clean(values)
     n = int(x.size)
     seed = stable_seed(group, metric) if seed is None else seed
-    base = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
+    base: dict[str, Any] = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
                 confidence=confidence, n_resamples=n_resamples)
     if n == 0:
         return GroupSummary(**base, median=None, mean=None, std=None, cv=None, ci_low=None,
@@ -210,7 +210,7 @@ def summarize(
     mean = float(np.mean(x))
     std = float(np.std(x, ddof=1)) if n >= 2 else None
     cv = std / abs(mean) if std is not None and mean != 0 else None
-    figures = dict(median=median, mean=mean, std=std, cv=cv)
+    figures: dict[str, Any] = dict(median=median, mean=mean, std=std, cv=cv)
     if n_resamples <= 0:
         return GroupSummary(**base, **figures, ci_low=None, ci_high=None, ci_method=None,
                             ci_reason="not requested")
@@ -305,7 +305,7 @@ def summarize_ratio(
     num, den, n_excluded = num[keep], den[keep], int(keep.size - keep.sum())
     n = int(num.size)
     seed = stable_seed(group, metric, "pooled") if seed is None else seed
-    base = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
+    base: dict[str, Any] = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
                 confidence=confidence, n_resamples=n_resamples)
     if n == 0:
         return RatioSummary(**base, pooled=None, ci_low=None, ci_high=None, ci_method=None,
@@ -396,7 +396,7 @@ def holm(pvalues: Sequence[float | None] | np.ndarray) -> list[float | None]:
     order = known[np.argsort(p[known], kind="stable")]
     scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
     adjusted = np.maximum.accumulate(scaled)
-    for idx, val in zip(order, adjusted):
+    for idx, val in zip(order, adjusted, strict=True):
         out[int(idx)] = float(val)
     return out
 
@@ -568,7 +568,7 @@ def adjust_holm(comparisons: Sequence[Comparison], alpha: float | None = None) -
     adj_mw = holm([c.p_mannwhitney for c in comparisons])
     adj_w = holm([c.p_welch for c in comparisons])
     out = []
-    for c, pm, pw in zip(comparisons, adj_mw, adj_w):
+    for c, pm, pw in zip(comparisons, adj_mw, adj_w, strict=True):
         a = c.alpha if alpha is None else alpha
         out.append(replace(c, p_mannwhitney_holm=pm, p_welch_holm=pw, alpha=a,
                            significant=None if pm is None else bool(pm < a)))

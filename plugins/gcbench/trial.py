@@ -27,20 +27,19 @@ import traceback
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from gcbench.errors import GCBenchError, TrialError
+from gcbench.errors import SkipTrial, TrialError
 from gcbench.spec import TrialSpec
 from gcbench.units import bytes_to_gb
+
+if TYPE_CHECKING:
+    from gcbench.codecarbon_compare import CodeCarbonResult
 
 RESULT_SCHEMA = 1
 """Version of the result.json layout."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
-
-
-class SkipTrial(GCBenchError):
-    """Raised by a workload that cannot run here on purpose (the reason is stored)."""
 
 
 def utcnow() -> str:
@@ -109,7 +108,7 @@ class Context:
         self.device = _torch_device(spec)
         self.windows: dict[str, dict[str, float]] = {}
         self.progress: dict[str, dict[str, Any]] = {}
-        self.codecarbon = None
+        self.codecarbon: CodeCarbonResult | None = None
 
     @contextmanager
     def window(self, key: str = "main") -> Iterator[None]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gcbench.metrics import PRIMARY_METRIC
 from gcbench.plan.schema import ValidationSettings
 
 DEFAULT_UPDATE_PERIOD_S = 0.1
@@ -44,10 +45,6 @@ THROTTLE_BITS = {
     0x80: "power brake (HW)",
 }
 """NVML clocks-event reasons that mean the GPU slowed down (nvmlClocksEventReason*, nvml.h)."""
-
-PRIMARY_METRIC = {"tinylm": "j_per_token", "h2d": "gpu_j_per_gb", "resnet_cifar": "gpu_energy_j", "noop": "duration_s"}
-"""The metric each workload kind is judged and compared on."""
-
 
 @dataclass
 class Verdict:
@@ -119,12 +116,12 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
     for dev in main.get("gpu", []):
         tier, text = cross_check_finding(dev, settings)
         if tier == "invalid":
-            reasons.append(text)
+            reasons.append(text or "energy counter and power reference disagree")
         elif text:
             flags.append(text)
     tier, text = stability_finding(result, start_s, end_s, settings)
     if tier == "invalid":
-        reasons.append(text)
+        reasons.append(text or "throughput unstable in the window")
     elif text:
         flags.append(text)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
@@ -262,7 +259,7 @@ def outliers(values, k: float) -> list[bool]:
     mad = 1.4826 * np.median(np.abs(x[ok] - med))
     if mad == 0:
         return [False] * len(x)
-    return [bool(o and abs(v - med) > k * mad) for v, o in zip(x, ok)]
+    return [bool(o and abs(v - med) > k * mad) for v, o in zip(x, ok, strict=True)]
 
 
 def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[str, Any]:
@@ -297,7 +294,7 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
         valid_rows = group[[verdicts[pk].valid for pk in group["trial_pk"]]]
         if metric in valid_rows:
             mask = outliers(valid_rows[metric].to_numpy(), settings.outlier_mad_k)
-            for pk, is_out in zip(valid_rows["trial_pk"], mask):
+            for pk, is_out in zip(valid_rows["trial_pk"], mask, strict=True):
                 if is_out:
                     verdicts[pk].flags.append(f"outlier: {metric} more than {settings.outlier_mad_k:g} scaled MADs from the group median")
         if "window_steps_per_s" in valid_rows:

@@ -32,6 +32,7 @@ import subprocess
 import time
 import urllib.parse
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -293,7 +294,7 @@ def _gpu_host(stack: Stack, name: str, queue: str) -> str:
 def _overlaps(intervals: list[tuple[str, str]]) -> bool:
     spans = sorted((datetime.fromisoformat(a.replace("Z", "+00:00")), datetime.fromisoformat(b.replace("Z", "+00:00")))
                    for a, b in intervals)
-    return any(nxt[0] < cur[1] for cur, nxt in zip(spans, spans[1:]))
+    return any(nxt[0] < cur[1] for cur, nxt in pairwise(spans))
 
 
 def test_celery_two_gpu_hosts_run_each_trial_on_its_hosts_worker_one_per_gpu(stack):

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.docker
-
 from gcbench.factory.local import write_spec
 from gcbench.plan import expand, plan_from_text
+
+pytestmark = pytest.mark.docker
 
 TRIAL_IMAGE = os.environ.get("GCBENCH_TEST_TRIAL_IMAGE", "gcbench/trial:latest")
 

@@ -223,7 +223,7 @@ def test_every_phase_of_2_s_or_more_passes_at_the_defaults_and_reproduces_the_do
     ticks = I.detect_ticks(session.t_s, session.energy_j)
     long_phases = [(n, a, b) for n, a, b in session.phases if b - a >= 2.0 - 1e-3]
     assert [n for n, _, _ in long_phases] == [p[0] for p in PHASES]
-    for (name, a, b), (_, dur, counter, inst_pct, ref_pct, allow_pct) in zip(long_phases, PHASES):
+    for (name, a, b), (_, dur, counter, inst_pct, ref_pct, allow_pct) in zip(long_phases, PHASES, strict=True):
         energy, cc = _check(session, ticks, a, b)
         inst = I.power_integral_j(session.t_s, session.instant_w, a, b)
         assert (b - a, energy) == (pytest.approx(dur, abs=0.01), pytest.approx(counter, abs=0.1))
@@ -284,7 +284,7 @@ def test_counter_43_percent_low_on_the_real_bursty_phase_is_invalid(session):
 def test_windows_under_1_s_are_too_short_and_not_cross_checked(traces):
     tr = traces["short_windows"]
     ticks = I.detect_ticks(tr.t_s, tr.energy_j)
-    for n, a, b in tr.phases[:-1]:          # the last has no counter tick after it
+    for _, a, b in tr.phases[:-1]:          # the last has no counter tick after it
         if b - a < 1.0:
             assert I.too_short(b - a, ticks.period_s)
             _, cc = _check(tr, ticks, a, b)

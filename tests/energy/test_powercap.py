@@ -10,7 +10,7 @@ from gcbench.energy.powercap import (
     PowerCapRestoreError,
     PowerCapUnavailableError,
 )
-from gcbench.trial import SkipTrial
+from gcbench.errors import SkipTrial
 
 
 class FakeNvml:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,7 @@ def test_50ms_loop_shows_average_lagging_instant_with_timestamps():
     assert len(rows) == 216
     assert rows[0] == {"timestamp": datetime(2026, 11, 29, 22, 27, 4, 979000), "index": 0,
                        "power.draw": 122.52, "power.draw.instant": 122.39}
-    gaps = [(b["timestamp"] - a["timestamp"]).total_seconds() for a, b in zip(rows, rows[1:])]
+    gaps = [(b["timestamp"] - a["timestamp"]).total_seconds() for a, b in pairwise(rows)]
     assert min(gaps) >= 0.049 and max(gaps) <= 0.052
     drop = next(i for i, r in enumerate(rows) if r["power.draw.instant"] < 100)
     assert rows[drop]["power.draw"] == 120.0            # average still high when instant fell to 79 W
@@ -255,7 +256,7 @@ def test_list_gpus_keeps_the_gpus_listed_before_a_lost_one():
 
 def test_streamed_error_line_is_an_event_naming_the_gpu_and_good_rows_are_kept_c10():
     roles = dict(zip(["timestamp", "index", "uuid", "power_instant_w", "power_w", "temperature_c", "sm_clock_mhz",
-                      "clocks_event_reasons"], LOST_FIELDS))
+                      "clocks_event_reasons"], LOST_FIELDS, strict=True))
     stream = smi.SmiStream(roles)
     samples, events = stream.feed(read("lost_gpu_line_rc0.txt").encode(), read_t_s=2.5)
     assert samples == [(2.5, {"index": 0, "uuid": "GPU-x", "power_instant_w": 70.68, "power_w": 70.89,
@@ -285,7 +286,7 @@ def test_clock_step_of_minus_2_s_moves_no_sample():
         events += e
     t = [x[0] for x in out]
     assert len(out) == 40 and [x[1]["power_instant_w"] for x in out] == [100.0 + i for i in range(40)]
-    gaps = [b - a for a, b in zip(t, t[1:])]
+    gaps = [b - a for a, b in pairwise(t)]
     assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)   # ordered, no gap
     assert events == [{"event": "nvidia_smi_clock_step", "t_s": pytest.approx(0.1 + 0.05 * 20), "step_s": -2.0}]
 

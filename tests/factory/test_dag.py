@@ -9,7 +9,8 @@ import time
 import pytest
 
 from gcbench.errors import PlanError, StoreError
-from gcbench.factory.dag import build_dag, fail_fast, plan_pools, trial_pool, trial_time_limit
+from gcbench.factory.dag import build_dag, fail_fast, plan_pools, trial_time_limit
+from gcbench.plan.identifiers import trial_pool
 from gcbench.plan.loader import plan_from_text
 
 PLAN = """

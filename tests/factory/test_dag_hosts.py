@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from gcbench.errors import PlanError
-from gcbench.factory.dag import build_dag, host_device_sets, place_trials, plan_pools
+from gcbench.factory.dag import build_dag, place_trials, plan_pools
+from gcbench.plan.identifiers import host_device_sets
 from gcbench.plan.expand import expand
 from gcbench.plan.loader import plan_from_text
 
@@ -70,16 +71,16 @@ def test_multi_gpu_trials_wait_for_the_single_gpu_trials_of_their_host(dag):
 def test_trials_are_spread_round_robin_over_every_host_gpu(plan):
     specs = expand(plan)
     placed = place_trials(plan, specs)
-    singles = Counter((h, tuple(d)) for s, (h, d) in zip(specs, placed) if len(s.devices) == 1)
+    singles = Counter((h, tuple(d)) for s, (h, d) in zip(specs, placed, strict=True) if len(s.devices) == 1)
     assert singles == {("alpha", (0,)): 3, ("alpha", (1,)): 3, ("beta", (0,)): 2}  # 8 single-GPU trials
-    doubles = [(h, d) for s, (h, d) in zip(specs, placed) if len(s.devices) == 2]
+    doubles = [(h, d) for s, (h, d) in zip(specs, placed, strict=True) if len(s.devices) == 2]
     assert doubles == [("alpha", [0, 1])] * 2
     assert host_device_sets(plan) == {"alpha": [[0], [1], [0, 1]], "beta": [[0]]}
 
 
 def test_placement_does_not_change_trial_ids(plan):
     specs = expand(plan)
-    for spec, (_, devices) in zip(specs, place_trials(plan, specs)):
+    for spec, (_, devices) in zip(specs, place_trials(plan, specs), strict=True):
         placed = spec.model_copy(update={"devices": devices})
         assert placed.compute_id() == spec.trial_id
 

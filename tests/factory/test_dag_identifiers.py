@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gcbench.errors import PlanError
-from gcbench.factory.dag import (AIRFLOW_ID_MAX_CHARS, AIRFLOW_KEY_PATTERN, AIRFLOW_POOL_MAX_CHARS,
-                                 AIRFLOW_QUEUE_MAX_CHARS, MAP_INDEX_LABEL_MAX_CHARS, airflow_identifiers, build_dag,
-                                 trial_label)
+from gcbench.factory.dag import build_dag
+from gcbench.plan.identifiers import (AIRFLOW_ID_MAX_CHARS, AIRFLOW_KEY_PATTERN, AIRFLOW_POOL_MAX_CHARS,
+                                      AIRFLOW_QUEUE_MAX_CHARS, MAP_INDEX_LABEL_MAX_CHARS, airflow_identifiers,
+                                      trial_label)
 from gcbench.plan import expand, load_plan, plan_from_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +108,7 @@ def test_c03_long_variant_labels_fit_rendered_map_index_and_keep_the_trial_id():
     assert len(specs[0].variant) > MAP_INDEX_LABEL_MAX_CHARS
     assert all(len(label) == MAP_INDEX_LABEL_MAX_CHARS for label in labels)
     assert len(set(labels)) == len(labels) == 3
-    for spec, label in zip(specs, labels):
+    for spec, label in zip(specs, labels, strict=True):
         assert label.endswith(f"… #{spec.repetition} ({spec.trial_id})")
         assert label.startswith("idle-baseline-after-driver-580-upgrade-with-persistence-mode-on[note=node gpu-a17")
 

@@ -108,7 +108,7 @@ def test_new_variant_backfills_only_its_trials(gcbench_env, pg_url):
     for row in after:
         by_night.setdefault(row[0].isoformat(), []).append(row)
     assert sorted(by_night) == list(NIGHTS)
-    for night, rows in by_night.items():
+    for rows in by_night.values():
         assert sorted(r[2] for r in rows) == sorted(all_ids)  # each trial once per night
         assert all(r[6] == "ok" for r in rows)
         new_variant = {r[3] for r in rows if r[2] in new_ids}

@@ -30,7 +30,7 @@ def sqlalchemy_url(dsn: str) -> str:
 def test_c03_long_label_is_stored_shortened_with_its_trial_id(gcbench_env, make_database):
     import psycopg2
 
-    from gcbench.factory.dag import MAP_INDEX_LABEL_MAX_CHARS, trial_label
+    from gcbench.plan.identifiers import MAP_INDEX_LABEL_MAX_CHARS, trial_label
     from gcbench.plan import expand, load_plan
 
     tmp = gcbench_env

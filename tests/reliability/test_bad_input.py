@@ -223,7 +223,7 @@ def test_shell_metacharacters_in_factor_values_reach_the_trial_verbatim(gcbench_
     specs = expand(plan)
     assert sorted(s.settings["note"] for s in specs) == sorted(values)
     items = trial_items(specs, gcbench_env / "run")
-    for spec, item in zip(specs, items):
+    for spec, item in zip(specs, items, strict=True):
         outdir = Path(item["outdir"])
         argv = trial_argv(item["spec_path"], str(outdir))
         assert argv[1:3] == ["-m", "gcbench.trial"] and not any(spec.settings["note"] in a for a in argv)
@@ -247,7 +247,7 @@ def _noop_trials(tmp: Path, n: int) -> tuple:
     plan = noop_plan("results", repetitions=n)
     specs = expand(plan)
     items = trial_items(specs, tmp)
-    for spec, item in zip(specs, items):
+    for spec, item in zip(specs, items, strict=True):
         assert run_local(spec, Path(item["outdir"]), 60).exit_code == 0
     return plan, items
 
@@ -330,7 +330,7 @@ def test_files_that_are_not_the_trials_result_are_refused_by_collect_with_the_re
 
     plan, items = _noop_trials(gcbench_env / "run", len(CORRUPTIONS) + 1)
     expected = {}
-    for (name, (corrupt, reason)), item in zip(CORRUPTIONS.items(), items):
+    for (name, (corrupt, reason)), item in zip(CORRUPTIONS.items(), items[:-1], strict=True):  # the last: below
         corrupt(Path(item["outdir"]) / "result.json")
         expected[item["trial_id"]] = (name, reason)
     (Path(items[-1]["outdir"]) / "runner.json").write_text("{\"exit_co")  # a runner killed mid-write
@@ -355,14 +355,14 @@ def test_values_postgresql_cannot_hold_cost_that_value_only_and_are_noted(gcbenc
     from gcbench.factory.dag import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", len(REPAIRS))
-    for (corrupt, *_), item in zip(REPAIRS.values(), items):
+    for (corrupt, *_), item in zip(REPAIRS.values(), items, strict=True):
         corrupt(Path(item["outdir"]) / "result.json")
     rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)
 
     summary = collect_run(plan, run_ctx(), items)
     assert (summary["stored"], summary["failed"], summary["samples"]) == (len(items), 0, rows_written)
     assert summary["fields_nulled"] >= 9 and summary["text_repaired"] >= 5
-    for (name, (_, column, value, note)), item in zip(REPAIRS.items(), items):
+    for (name, (_, column, value, note)), item in zip(REPAIRS.items(), items, strict=True):
         (status, stored, notes, gpu_j), = query(
             pg_url, f"SELECT status, {column}, ingest_notes, (SELECT value FROM metrics m WHERE m.trial_pk = t.id "
                     f"AND m.name = 'gpu_energy_j') FROM trials t WHERE trial_id = %s", (item["trial_id"],))

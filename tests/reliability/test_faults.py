@@ -201,7 +201,7 @@ def _real_trials(plan, run_dir: Path) -> list[dict]:
     from gcbench.plan import expand
 
     items = trial_items(expand(plan), run_dir)
-    for item, spec in zip(items, expand(plan)):
+    for item, spec in zip(items, expand(plan), strict=True):
         assert run_local(spec, Path(item["outdir"]), 60).exit_code == 0
     return items
 

@@ -35,7 +35,7 @@ def test_plan_of_1000_noop_trials_runs_through_the_local_runner_and_all_are_coll
     # a bounded pool, as Airflow's pool slots bound a real run; short trials, so the
     # processes' start-up dominates and 4 workers keep both cores busy
     with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(lambda si: run_local(si[0], Path(si[1]["outdir"]), 120), zip(specs, items)))
+        outcomes = list(pool.map(lambda si: run_local(si[0], Path(si[1]["outdir"]), 120), zip(specs, items, strict=True)))
     ran_s = time.monotonic() - t0
     assert [o.exit_code for o in outcomes] == [0] * N_TRIALS, "every trial completes"
     rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)

@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS
+from gcbench.metrics import METRIC_COLUMNS
+from gcbench.report.data import TRIAL_COLUMNS
 from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
 
 
@@ -56,7 +57,7 @@ def test_simulated_csvs_label_per_metric(simulated_report):
     assert all({"gpu_energy_j", "j_per_token", "co2e_kg"} <= set(c) for c in cols)
     assert not any({"duration_s", "tokens", "tokens_per_s"} & set(c) for c in cols)
     g = pd.read_csv(paths.csv["groups"])
-    src = dict(zip(g["metric"], g["data_source"]))
+    src = dict(zip(g["metric"], g["data_source"], strict=True))
     assert src["tokens_per_s"] == "measured" and src["duration_s"] == "measured"
     assert src["j_per_token"] == "SIMULATED" and src["co2e_kg"] == "SIMULATED"
     c = pd.read_csv(paths.csv["comparisons"])

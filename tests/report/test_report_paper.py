@@ -25,7 +25,7 @@ def studies():
 
 
 def _rows(table):
-    return [dict(zip(table.columns, r)) for r in table.rows]
+    return [dict(zip(table.columns, r, strict=True)) for r in table.rows]
 
 
 def _median(a, variant, metric):

@@ -38,7 +38,7 @@ def test_groups_under_three_trials_list_their_trials_and_say_why_once():
     a = analyze(data, FAST)
     t, groups = _table(a, "tinylm-infer")
     j = _col(t, "GPU J/token")
-    for row, g in zip(t.rows, groups):
+    for row, g in zip(t.rows, groups, strict=True):
         cell = row["cells"][j]
         v = a.trials.loc[(a.trials["variant"] == g.variant), "j_per_token"].to_numpy() * 1e3
         assert cell.trials and cell.ci == ""

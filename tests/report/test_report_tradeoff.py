@@ -60,7 +60,7 @@ def test_front_table_lists_the_front_with_changes_against_the_baseline(resnet):
     heads = [c.head for c in ft.columns]
     assert heads == ["total energy (GPU + CPU) (Wh)", "time (s)", "Δ total energy (GPU + CPU)",
                      "Δ time"]
-    for row, c in zip(ft.rows[1:], t.front):
+    for row, c in zip(ft.rows[1:], t.front, strict=True):
         base_e = t.baseline.group.known("total_energy_j")
         want = 100 * (np.median(c.group.known("total_energy_j")) / np.median(base_e) - 1)
         assert row["cells"][2].main == f"{want:+.2f} %"
@@ -108,7 +108,7 @@ def test_windowed_workloads_trade_energy_per_token_against_time_per_token():
     t = t[t["factors"].map(lambda f: f["path"] != "external-go")].copy()
     t["factors"] = [{"precision": "amp" if "rust" in f["path"] else "fp32", "mode": f["mode"]}
                     for f in t["factors"]]
-    t["variant"] = [f"{w}[precision={f['precision']}]" for w, f in zip(t["workload"], t["factors"])]
+    t["variant"] = [f"{w}[precision={f['precision']}]" for w, f in zip(t["workload"], t["factors"], strict=True)]
     data.trials = t.reset_index(drop=True)
     a = analyze(data, FAST)
     trade = {x.workload: x for x in a.tradeoffs}

@@ -33,7 +33,7 @@ def tools_cache() -> Path:
 
 
 def _native(impl: str, cache: Path) -> Path:
-    from gcbench.factory.tokenizers import build_local
+    from gcbench.tokenizer.build import build_local
 
     tool = "go" if impl == "go" else "cargo"
     if shutil.which(tool) is None:

@@ -90,7 +90,7 @@ def test_trials_never_share_a_gpu_and_a_failed_expansion_is_a_failed_run(tmp_pat
         bad = stack.wait(lambda: _run_done(stack, dag_ids[3], failing["dag_run_id"]), 180, "the failing run")
         bad_tis = {t["task_id"]: t for t in stack.get(f"/api/v2/dags/{dag_ids[3]}/dagRuns/{failing['dag_run_id']}"
                                                       "/taskInstances")["task_instances"]}
-        done = {d: stack.wait(lambda d=d: _run_done(stack, d, r["dag_run_id"]), 420, f"the run of {d}")
+        done = {d: stack.wait(lambda d=d, r=r: _run_done(stack, d, r["dag_run_id"]), 420, f"the run of {d}")
                 for d, r in runs.items()}
     finally:
         stack.stop()

@@ -160,10 +160,11 @@ def test_bad_settings_are_refused(context, make_spec, settings, message):
 @pytest.mark.slow
 @pytest.mark.parametrize("impl, tool", [("go", "go"), ("rust", "cargo")])
 def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, tool):
-    tokenizers = pytest.importorskip("gcbench.factory.tokenizers")
+    from gcbench.tokenizer.build import build_local
+
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} not installed")
-    binary = tokenizers.build_local(impl, tmp_path / "tools")
+    binary = build_local(impl, tmp_path / "tools")
     spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": f"external-{impl}",
                                 "tokenizer_bin": str(binary)}, window=Amount(steps=3))
     out = tinylm.run(spec, context(spec))

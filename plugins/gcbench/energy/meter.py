@@ -32,6 +32,7 @@ MIG refused) -- all resolved at :meth:`start`, with errors that say how to fix t
 Example (runs anywhere; simulated on a machine without a GPU)::
 
     from pathlib import Path
+from typing import TYPE_CHECKING, Any
     from gcbench.spec import EnergySettings
     from gcbench.energy.meter import Meter
 
@@ -54,12 +55,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gcbench.energy import integrate
 from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL, DeviceEnergy, EnergyResult
 from gcbench.errors import MeasurementError
+
+if TYPE_CHECKING:
+    from gcbench.energy.rapl import RaplDiscovery
 
 IDLE_KEY = "__idle_baseline__"
 PROCESS_CHECK_S = 0.5
@@ -235,6 +240,18 @@ def cpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: f
 # ----------------------------------------------------------------------------- meter
 
 
+def _span(key: str, window: list[float | None]) -> tuple[float, float]:
+    """``(start_s, end_s)`` of an ended window.
+
+    Raises:
+        MeasurementError: the window has no end (stop() ends every window first).
+    """
+    start_s, end_s = window
+    if start_s is None or end_s is None:
+        raise MeasurementError("meter", f"window {key!r} has no end")
+    return start_s, end_s
+
+
 class Meter:
     """Zeus-like energy meter of one trial (see the module docstring for the method).
 
@@ -284,11 +301,11 @@ class Meter:
         self.idle_power_w: dict[str, float | None] = {}
         self.jitter_s: dict[str, float] = {}
         self._env_facts: dict = {}
-        self._rapl = None
+        self._rapl: RaplDiscovery | None = None
         self._proc: subprocess.Popen | None = None
         self._started = False
         self._stopped = False
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module with the nvml backend
         self._smi_roles: dict[str, str] | None = None
         self.sampler_stats: dict | None = None
 
@@ -421,13 +438,18 @@ class Meter:
             self.windows[IDLE_KEY] = [t0, t1]
 
     def _send(self, line: str) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return  # no sampler started
         try:
-            self._proc.stdin.write((line + "\n").encode())
-            self._proc.stdin.flush()
+            proc.stdin.write((line + "\n").encode())
+            proc.stdin.flush()
         except (BrokenPipeError, OSError, AttributeError, ValueError):
             pass  # the sampler is gone; stop() reports what it wrote
 
     def _read_message(self, timeout_s: float) -> dict | None:
+        if self._proc is None or self._proc.stdout is None:
+            return None  # no sampler started: no answer
         fd = self._proc.stdout.fileno()
         line = b""
         deadline = time.monotonic() + timeout_s
@@ -511,7 +533,8 @@ class Meter:
             self.end_window(k)
         self._send("stop")
         try:
-            self._proc.stdin.close()
+            if self._proc is not None and self._proc.stdin is not None:
+                self._proc.stdin.close()
         except OSError:
             pass
         while True:
@@ -549,8 +572,10 @@ class Meter:
                 flags += f
             return devs, flags
 
-        if IDLE_KEY in self.windows:
-            a, b = self.windows[IDLE_KEY]
+        # stop() has ended every window
+        spans = {k: _span(k, w) for k, w in self.windows.items()}
+        if IDLE_KEY in spans:
+            a, b = spans[IDLE_KEY]
             for d in gpu_list(a, b)[0]:
                 self.idle_power_w[d.device] = d.energy_j / (b - a) if d.energy_j is not None else None
             for dom in (self._rapl.domains if self._rapl else []):
@@ -558,7 +583,7 @@ class Meter:
                     c = cpu_window_energy(series[dom.label], dom.label, a, b)
                     self.idle_power_w[dom.label] = c.energy_j / (b - a) if c.energy_j is not None else None
         results = {}
-        for key, (a, b) in self.windows.items():
+        for key, (a, b) in spans.items():
             if key == IDLE_KEY:
                 continue
             devs, flags = gpu_list(a, b)
@@ -566,7 +591,8 @@ class Meter:
                 d.idle_power_w = self.idle_power_w.get(d.device)
                 if d.energy_j is not None and d.idle_power_w is not None:
                     d.energy_above_idle_j = d.energy_j - d.idle_power_w * (b - a)
-            cpu, cpu_reason = [], None
+            cpu: list[DeviceEnergy] = []
+            cpu_reason: str | None = None
             if self._rapl is None or not self._rapl.domains or self._rapl.reason:
                 cpu_reason = (self._rapl.reason if self._rapl else None) or "RAPL not discovered"
             else:
@@ -592,14 +618,16 @@ class Meter:
                     flags.append("foreign_process")
             if key in not_ended:
                 flags.append("window_not_ended")
-            gpu_j = sum(d.energy_j for d in devs) if devs and all(d.energy_j is not None for d in devs) else None
-            above = [d.energy_above_idle_j for d in devs]
-            cpu_j = sum(c.energy_j for c in cpu) if cpu and cpu_reason is None else None
+            gpu_known = [d.energy_j for d in devs if d.energy_j is not None]
+            gpu_j = sum(gpu_known) if devs and len(gpu_known) == len(devs) else None
+            above = [d.energy_above_idle_j for d in devs if d.energy_above_idle_j is not None]
+            # cpu_reason is None only when every domain's energy is known
+            cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
             results[key] = EnergyResult(
                 window_start_s=a, window_end_s=b, gpu=devs, cpu=cpu, gpu_energy_j=gpu_j, cpu_energy_j=cpu_j,
                 cpu_reason=cpu_reason, sample_hz=self.settings.sample_hz, samples_count=n_rows,
                 flags=list(dict.fromkeys(flags)), simulated=simulated,
-                gpu_energy_above_idle_j=sum(above) if above and None not in above else None,
+                gpu_energy_above_idle_j=sum(above) if above and len(above) == len(devs) else None,
                 cross_check_threshold=self.cross_check_threshold, backend=self.backend,
                 jitter_s=self.jitter_s.get(key))
         return results

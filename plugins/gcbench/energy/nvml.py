@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gcbench.errors import MeasurementError
 
@@ -159,7 +160,7 @@ def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None
                 raise MeasurementError(f"gpu{n}", f"no such GPU: NVML sees {len(everything)}")
             chosen.append((hits[0], None))
     gpus = []
-    for g, pos in chosen:
+    for g, cuda_pos in chosen:
         h = g["handle"]
         try:
             current, _pending = pynvml.nvmlDeviceGetMigMode(h)
@@ -169,7 +170,7 @@ def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None
         except pynvml.NVMLError:
             pass  # not a MIG-capable GPU
         info = GpuInfo(host_index=g["index"], label=f"gpu{g['index']}", uuid=g["uuid"],
-                       pci_bus_id=g["pci_bus_id"], name=g["name"], cuda_index=pos)
+                       pci_bus_id=g["pci_bus_id"], name=g["name"], cuda_index=cuda_pos)
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
         except pynvml.NVMLError as exc:
@@ -268,8 +269,9 @@ def environment(pynvml, gpus: list[GpuInfo]) -> dict:
         except pynvml.NVMLError:
             return None
 
+    gpu_list: list[dict[str, Any]] = []
     env = {"driver": _s(safe(pynvml.nvmlSystemGetDriverVersion) or "") or None,
-           "nvml_version": _s(safe(pynvml.nvmlSystemGetNVMLVersion) or "") or None, "gpus": []}
+           "nvml_version": _s(safe(pynvml.nvmlSystemGetNVMLVersion) or "") or None, "gpus": gpu_list}
     for g in gpus:
         h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)
         cons = safe(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, h)
@@ -279,7 +281,7 @@ def environment(pynvml, gpus: list[GpuInfo]) -> dict:
         d = g.to_dict()
         d.update({k: (v / 1e3 if v is not None else None) for k, v in mw.items()})
         d["min_limit_w"], d["max_limit_w"] = (cons[0] / 1e3, cons[1] / 1e3) if cons else (None, None)
-        env["gpus"].append(d)
+        gpu_list.append(d)
     return env
 
 

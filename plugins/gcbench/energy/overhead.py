@@ -71,7 +71,7 @@ def throughput_ratio(step: Callable[[], None], settings, devices: list[int], sec
                 cpu.append(st["cpu_s"] / st["wall_s"])
     # pairs close in time share the machine's background load; their median ratio is
     # more robust than a ratio of medians on a shared machine
-    ratio = statistics.median(m_ / b_ for m_, b_ in zip(metered, base))
+    ratio = statistics.median(m_ / b_ for m_, b_ in zip(metered, base, strict=True))
     return {"baseline_steps_per_s": base, "metered_steps_per_s": metered, "ratio": ratio,
             "overhead": 1.0 - ratio, "backend": backend,
             "sampler_cpu_fraction": statistics.median(cpu) if cpu else None}

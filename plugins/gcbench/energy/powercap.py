@@ -36,8 +36,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from gcbench.errors import GCBenchError
-from gcbench.trial import SkipTrial
+from gcbench.errors import GCBenchError, SkipTrial
 from gcbench.units import mw_to_w
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class PowerCapError(GCBenchError):
 class PowerCapPermissionError(PowerCapError, SkipTrial):
     """NVML refused to set the limit (NVML_ERROR_NO_PERMISSION): needs CAP_SYS_ADMIN.
 
-    A :class:`gcbench.trial.SkipTrial`: the trial exits "skipped" with this reason.
+    A :class:`gcbench.errors.SkipTrial`: the trial exits "skipped" with this reason.
     """
 
 
@@ -127,7 +126,7 @@ class PowerCap:
         PowerCapUnavailableError: no GPU in ``gpu_indices`` or NVML does not start.
         PowerCapError: any other NVML failure while applying (the trial fails).
 
-    The first three are :class:`gcbench.trial.SkipTrial`: the trial is skipped with
+    The first three are :class:`gcbench.errors.SkipTrial`: the trial is skipped with
     the reason (``exc.skip_reason``).
 
     ``__exit__`` restores every applied GPU even when the body raised. A failed restore
@@ -142,7 +141,7 @@ class PowerCap:
         self.gpu_indices = list(gpu_indices)
         self.applied: list[AppliedCap] = []
         self._handles: dict[int, Any] = {}
-        self._pynvml: Any | None = None
+        self._pynvml: Any = None  # the pynvml module once entered with a cap
 
     # -- entering -------------------------------------------------------------------
 
@@ -172,7 +171,9 @@ class PowerCap:
     def _apply(self, index: int) -> None:
         pynvml = self._pynvml
         device = f"gpu{index}"
-        cap_mw = int(round(self.cap_w * 1000))
+        cap_w = self.cap_w
+        assert cap_w is not None  # __enter__ applies nothing without a cap
+        cap_mw = int(round(cap_w * 1000))
         try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             previous_mw = pynvml.nvmlDeviceGetPowerManagementLimit(handle)
@@ -203,7 +204,7 @@ class PowerCap:
             AppliedCap(
                 index=index,
                 previous_w=mw_to_w(previous_mw),
-                cap_w=float(self.cap_w),
+                cap_w=float(cap_w),
                 enforced_w=enforced_w,
                 min_w=mw_to_w(min_mw),
                 max_w=mw_to_w(max_mw),
@@ -254,11 +255,11 @@ class PowerCap:
         """Metrics for result.json while applied: ``power_cap_w``, enforced and previous limits (W)."""
         if self.cap_w is None:
             return {"power_cap_w": None, "power_cap_state": "none"}
-        enforced = [a.enforced_w for a in self.applied]
+        enforced = [a.enforced_w for a in self.applied if a.enforced_w is not None]
         return {
             "power_cap_w": float(self.cap_w),
             "power_cap_state": "applied",
-            "power_limit_enforced_w": min(enforced) if enforced and None not in enforced else None,
+            "power_limit_enforced_w": min(enforced) if enforced and len(enforced) == len(self.applied) else None,
             "power_limit_previous_w": max((a.previous_w for a in self.applied), default=None),
         }
 

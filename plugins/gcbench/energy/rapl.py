@@ -153,6 +153,7 @@ def discover(root: str | Path = "/sys/class/powercap") -> RaplDiscovery:
     zones = []
     for entry in _zone_folders(root):
         m = _ZONE_RE.match(entry.name)
+        assert m is not None  # _zone_folders lists only names that match
         zones.append((entry, bool(m.group(1)), int(m.group(2)), m.group(3)))
     if not zones:
         out.reason = f"no RAPL zones (intel-rapl:*) under {root}"

@@ -49,8 +49,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gcbench.energy.base import SAMPLE_COLUMNS
+
+if TYPE_CHECKING:
+    from gcbench.energy.nvml import NvmlReader
+    from gcbench.energy.simulated import SimulatedGpu
+    from gcbench.energy.smi import SmiStream
 
 MAX_EVENTS = 200
 
@@ -119,11 +125,11 @@ class Sampler:
         self.bursts: dict[int, dict] = {}
         self.last_energy: dict[int, float | None] = {}
         self.stopping = False
-        self.stop_deadline = None
-        self.reader = None
-        self.sims = []
-        self.smi = None
-        self.smi_stream = None
+        self.stop_deadline: float | None = None
+        self.reader: NvmlReader | None = None
+        self.sims: list[SimulatedGpu] = []
+        self.smi: subprocess.Popen | None = None
+        self.smi_stream: SmiStream | None = None
         if self.backend == "nvml":
             from gcbench.energy import nvml
 
@@ -210,6 +216,7 @@ class Sampler:
 
     # ------------------------------------------------------------ reads
     def read_gpus(self, counter_due: bool, power_due: bool) -> None:
+        reader = self.reader  # None with the simulated backend
         for i, g in enumerate(self.gpus):
             in_burst = i in self.bursts
             use_counter = g.get("has_counter", True) and (counter_due or in_burst)
@@ -218,7 +225,8 @@ class Sampler:
                 row = self.sims[i].read(t0, counter=use_counter)
                 t = t0
             else:
-                row = self.reader.read(i, counter=use_counter, extras=power_due)
+                assert reader is not None
+                row = reader.read(i, counter=use_counter, extras=power_due)
                 t = (t0 + self.now()) / 2
             self.writer.row(t, g["label"], self.backend, row)
             e = row.get("energy_j")
@@ -242,16 +250,18 @@ class Sampler:
         """List each GPU's processes; report live ones outside the trial's tree."""
         from gcbench.energy import nvml
 
+        reader, trial_pid = self.reader, self.trial_pid
+        assert reader is not None and trial_pid is not None  # check_processes: nvml backend, a trial pid
         t = self.now()
         for i, g in enumerate(self.gpus):
-            pids = self.reader.processes(i)
+            pids = reader.processes(i)
             if pids is None:
                 self._process_note("unavailable", f"{g['label']}: NVML cannot list the GPU's processes")
                 continue
             if pids <= self.trial_tree:
                 continue
-            self.trial_tree = nvml.process_tree(int(self.trial_pid))
-            foreign, _gone = nvml.classify_gpu_processes(pids, int(self.trial_pid), tree=self.trial_tree)
+            self.trial_tree = nvml.process_tree(int(trial_pid))
+            foreign, _gone = nvml.classify_gpu_processes(pids, int(trial_pid), tree=self.trial_tree)
             for pid, name in sorted(foreign.items()):
                 key = (g["label"], pid, self.window_gen)
                 if key in self.foreign_seen or self.events >= MAX_EVENTS:
@@ -280,6 +290,7 @@ class Sampler:
 
     def read_smi(self, data: bytes) -> None:
         """Write the rows of nvidia-smi output just read, timed now (monotonic)."""
+        assert self.smi_stream is not None  # the nvidia-smi backend made it
         samples, events = self.smi_stream.feed(data, self.now())
         for t, row in samples:
             label = self.smi_labels.get(row.pop("index", None))
@@ -297,7 +308,7 @@ class Sampler:
         next_power, next_counter, next_rapl, next_flush = t, t, t, t + self.flush_dt
         next_process = t
         buf = b""
-        smi_fd = self.smi.stdout.fileno() if self.smi else None
+        smi_fd = self.smi.stdout.fileno() if self.smi and self.smi.stdout else None
         gpu_polled = self.backend in ("nvml", "simulated")
         _emit({"ready": True, "backend": self.backend})
         while True:
@@ -320,8 +331,11 @@ class Sampler:
             if self.fast_forward:
                 self.virtual_s += timeout
                 ready = select.select(fds, [], [], 0)[0] if fds else []
+            elif fds:
+                ready = select.select(fds, [], [], timeout)[0]
             else:
-                ready = select.select(fds, [], [], timeout)[0] if fds else time.sleep(timeout) or []
+                time.sleep(timeout)
+                ready = []
             if fd is not None and fd in ready:
                 chunk = os.read(fd, 65536)
                 if not chunk:

@@ -159,7 +159,7 @@ def parse_csv_line(line: str, columns: list[tuple[str, str | None]]) -> dict:
     cells = next(csv.reader([line.rstrip("\r\n")], skipinitialspace=True), [])
     if len(cells) != len(columns):
         raise ValueError(f"expected {len(columns)} cells, got {len(cells)}: {line!r}")
-    return {f: parse_value(c, f, u) for (f, u), c in zip(columns, cells)}
+    return {f: parse_value(c, f, u) for (f, u), c in zip(columns, cells, strict=True)}
 
 
 class SmiOutputError(MeasurementError, ValueError):
@@ -349,7 +349,7 @@ class SmiStream:
 
     def __init__(self, roles: dict[str, str], start_t_s: float = 0.0, clock_step_s: float = 0.5):
         self.roles = roles
-        self.columns = [(f, None) for f in dict.fromkeys(roles.values())]
+        self.columns: list[tuple[str, str | None]] = [(f, None) for f in dict.fromkeys(roles.values())]
         self.buf = b""
         self.floor_t_s = start_t_s
         self.clock_step_s = clock_step_s
@@ -381,7 +381,7 @@ class SmiStream:
             times[i] = min(times[i + 1], max(self.floor_t_s, read_t_s - max(back, 0.0)))
         self.floor_t_s = times[-1]
         samples = []
-        for t, row in zip(times, rows):
+        for t, row in zip(times, rows, strict=True):
             ts = row.pop("timestamp", None)
             if ts is not None:
                 offset = ts.timestamp() - t

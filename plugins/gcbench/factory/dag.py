@@ -44,8 +44,6 @@ imported inside the tasks.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -53,44 +51,18 @@ from typing import Any, Iterator
 
 from gcbench.config import default_runner
 from gcbench.plan.expand import variants
+from gcbench.plan.identifiers import (
+    device_key,
+    device_sets,
+    external_tokenizers,
+    host_device_sets,
+    host_pool_name,
+    pool_name,
+    trial_label,
+    trial_pool,
+)
+from gcbench.plan.schedule import START_DATE
 from gcbench.plan.schema import Plan
-
-START_DATE = "2026-01-01"
-"""First logical date of scheduled plans (backfills may start from here)."""
-
-
-def device_key(devices: list[int]) -> str:
-    """Pool key of a set of GPUs: [0] -> ``gpu0``, [0, 1] -> ``gpu0_1``, [] -> ``cpu``."""
-    return "gpu" + "_".join(str(d) for d in devices) if devices else "cpu"
-
-
-def pool_name(devices: list[int]) -> str:
-    """Airflow pool of a set of GPUs (``gcbench_gpu0``)."""
-    return f"gcbench_{device_key(devices)}"
-
-
-def device_sets(plan: Plan) -> list[list[int]]:
-    """The GPU sets the plan's trials use, single GPUs first (from an expansion of one repetition)."""
-    from gcbench.plan.expand import expand
-
-    seen: dict[str, list[int]] = {}
-    for spec in expand(plan, repetitions=1):
-        seen.setdefault(device_key(spec.devices), spec.devices)
-    return sorted(seen.values(), key=lambda d: (len(d), d))
-
-
-def host_pool_name(host: str, devices: list[int]) -> str:
-    """Airflow pool of a set of GPUs of one host (``gcbench_<host>_gpu0``)."""
-    return f"gcbench_{host}_{device_key(devices)}"
-
-
-def trial_pool(devices: list[int], host: str | None = None) -> str:
-    """The pool a trial task queues in: its first GPU's (``gcbench_gpu0`` for [0] and
-    for [0, 1]; ``gcbench_<host>_gpu0`` on a host). Pools only queue; the GPU lease
-    (:mod:`gcbench.store.gpulock`) holds every GPU of the trial."""
-    first = list(devices[:1])
-    return pool_name(first) if host is None else host_pool_name(host, first)
-
 
 def plan_pools(plan: Plan) -> list[str]:
     """Every pool the plan's trial tasks use: one per single GPU (1 slot each).
@@ -128,9 +100,10 @@ def fail_fast(what: str) -> Iterator[None]:
     A context manager, or a decorator of a task's function (under ``@task``)."""
     from gcbench.errors import PlanError
 
+    futile: tuple[type[BaseException], ...] = (PlanError, *DETERMINISTIC_ERRORS)
     try:
         yield
-    except (PlanError, *DETERMINISTIC_ERRORS) as exc:
+    except futile as exc:
         from airflow.sdk.exceptions import AirflowFailException
 
         message = f"{what}: {type(exc).__name__}: {exc}"
@@ -142,31 +115,6 @@ def fail_fast(what: str) -> Iterator[None]:
         except Exception:  # noqa: BLE001 - outside a task, or XCom unavailable: the log has it
             pass
         raise AirflowFailException(message) from exc
-
-
-def host_device_sets(plan: Plan) -> dict[str, list[list[int]]]:
-    """``{host: GPU sets}`` for a plan with ``hosts:``: every GPU of the host for
-    single-GPU trials, the host's first k GPUs for k-GPU trials (single GPUs first).
-
-    Raises:
-        PlanError: a trial needs more GPUs than any host has.
-    """
-    from gcbench.errors import PlanError
-
-    sizes = sorted({len(d) for d in device_sets(plan) if d})
-    out: dict[str, list[list[int]]] = {}
-    for name, host in plan.hosts.items():
-        sets: list[list[int]] = []
-        for k in sizes:
-            if k == 1:
-                sets.extend([d] for d in host.devices)
-            elif len(host.devices) >= k:
-                sets.append(list(host.devices[:k]))
-        out[name] = sets
-    for k in sizes:
-        if not any(len(s) == k for sets in out.values() for s in sets):
-            raise PlanError(plan.name, None, "hosts", f"trials need {k} GPUs but no host lists that many devices")
-    return out
 
 
 def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
@@ -196,132 +144,6 @@ def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
         out.append((host, list(devices)))
     return out
 
-
-
-AIRFLOW_KEY_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
-"""Characters of an identifier GC-Bench builds for Airflow: the ASCII part of Airflow's
-``KEY_REGEX`` (``^[\w.-]+$``, ``airflow.sdk.definitions._internal.node``) for dag and
-task ids, used for pool and queue names too (they appear in ``airflow pools set`` and
-Celery worker command lines)."""
-
-AIRFLOW_ID_MAX_CHARS = 250
-"""Longest dag or task id: ``airflow.models.base.ID_LEN``."""
-
-AIRFLOW_POOL_MAX_CHARS = 256
-"""Longest pool name: ``Pool.pool`` is ``String(256)``."""
-
-AIRFLOW_QUEUE_MAX_CHARS = 256
-"""Longest queue name: ``TaskInstance.queue`` is ``String(256)``."""
-
-MAP_INDEX_LABEL_MAX_CHARS = 250
-"""Longest label of a mapped task instance: ``TaskInstance.rendered_map_index`` is
-``String(250)``; PostgreSQL refuses a longer one and the instance cannot record its state."""
-
-
-def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...]]]:
-    """Every Airflow identifier built from plan values: ``(kind, identifier, plan field)``.
-
-    ``kind`` is ``"dag id"``, ``"task id"``, ``"pool"`` or ``"queue"``; the field is the
-    plan path the value comes from (``("hosts", "gpu-a")``, ``("devices",)``, ...), for
-    errors. The ids follow :func:`build_dag` (``tests/factory/test_dag_identifiers.py``
-    checks them against a built DAG).
-
-    Raises:
-        PlanError: a plan with ``hosts:`` has trials no host has enough GPUs for.
-    """
-    out: list[tuple[str, str, tuple[str | int, ...]]] = [("dag id", plan.dag_id, ("name",))]
-    if not plan.hosts:
-        for devices in device_sets(plan):
-            key = device_key(devices)
-            out += [("task id", f"trials_{key}", ("devices",)), ("task id", f"run_trial_{key}", ("devices",)),
-                    ("pool", trial_pool(devices), ("devices",))]
-        return out
-    for host, sets in host_device_sets(plan).items():
-        field = ("hosts", host)
-        out += [("task id", f"collect_{host}", field), ("queue", plan.hosts[host].queue, field + ("queue",))]
-        if external_tokenizers(plan):
-            out.append(("task id", f"build_tokenizers_{host}", field))
-        for devices in sets:
-            key = device_key(devices)
-            out += [("task id", f"trials_{host}_{key}", field), ("task id", f"run_trial_{host}_{key}", field),
-                    ("pool", trial_pool(devices, host), field)]
-    return out
-
-
-def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str = "<plan>") -> None:
-    """Refuse a plan whose values would make identifiers Airflow refuses or truncates.
-
-    A host name with a space (C02: ``hosts: {"gpu node 1": ...}``) would make task ids
-    Airflow refuses: the DAG file's import fails, and with it every plan's DAG. Such
-    names are refused here, at ``gcbench plan validate``, rather than mapped to safe ids:
-    the names are typed by hand elsewhere (``airflow pools set gcbench_<host>_gpu0``, a
-    worker's queue), so each must be the one name the plan gives.
-
-    Raises:
-        PlanError: naming the plan field (and its line) the identifier is built from.
-    """
-    from gcbench.errors import PlanError
-    from gcbench.plan.loader import format_path
-
-    lines = lines or {}
-
-    def line_of(field: tuple) -> int | None:
-        for n in range(len(field), 0, -1):
-            if field[:n] in lines:
-                return lines[field[:n]]
-        return None
-
-    try:
-        identifiers = airflow_identifiers(plan)
-    except PlanError as exc:  # raised without the file: add it
-        raise PlanError(source, line_of(("hosts",)), exc.field, exc.message) from None
-    limits = {"dag id": AIRFLOW_ID_MAX_CHARS, "task id": AIRFLOW_ID_MAX_CHARS, "pool": AIRFLOW_POOL_MAX_CHARS,
-              "queue": AIRFLOW_QUEUE_MAX_CHARS}
-    seen: dict[tuple[str, str], tuple] = {}
-    for kind, ident, field in identifiers:
-        where = format_path(field)
-        value = field[-1] if field[:1] == ("hosts",) and len(field) == 2 else None
-        if not AIRFLOW_KEY_PATTERN.fullmatch(ident):
-            what = f"host name {value!r}" if value is not None else "this value"
-            ascii_value = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode() if value else ""
-            safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", ascii_value).strip("-")
-            raise PlanError(source, line_of(field), where,
-                            f"{what} becomes the Airflow {kind} {ident!r}, which may hold only ASCII letters, digits, "
-                            f"'_', '.' and '-'" + (f" (e.g. {safe!r})" if safe else ""))
-        if len(ident) > limits[kind]:
-            raise PlanError(source, line_of(field), where,
-                            f"becomes the Airflow {kind} {ident[:40]}... of {len(ident)} characters, more than "
-                            f"Airflow's {limits[kind]}")
-        if (kind, ident) in seen and seen[(kind, ident)] != field and kind == "task id":
-            raise PlanError(source, line_of(field), where,
-                            f"becomes the Airflow task id {ident!r}, which {format_path(seen[(kind, ident)])} "
-                            "also makes: rename one of them")
-        seen.setdefault((kind, ident), field)
-
-
-def trial_label(variant: str, repetition: int, trial_id: str) -> str:
-    """The label of a trial's mapped task instance: ``"<variant> #<repetition>"``.
-
-    Labels longer than :data:`MAP_INDEX_LABEL_MAX_CHARS` (Airflow's
-    ``rendered_map_index`` column; C03: a matrix note of 180 characters) are shortened
-    in the variant, keeping the repetition and adding the trial id so that the
-    instance can still be told apart and found: ``"tinylm[note=node gpu…] #0 (3f2a…)"``.
-    """
-    label = f"{variant} #{repetition}"
-    if len(label) <= MAP_INDEX_LABEL_MAX_CHARS:
-        return label
-    tail = f"… #{repetition} ({trial_id})"
-    return variant[:MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
-
-def external_tokenizers(plan: Plan) -> list[str]:
-    """Native tokenizers ("go", "rust") the plan's TinyLM paths need."""
-    impls = set()
-    for w in plan.workloads:
-        paths = list(w.matrix.get("path", [])) + [w.settings.get("path")]
-        for p in paths:
-            if isinstance(p, str) and p.startswith("external-"):
-                impls.add(p.removeprefix("external-"))
-    return sorted(impls)
 
 
 def dag_params(plan: Plan) -> dict[str, Any]:
@@ -367,11 +189,13 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=10),
     }
+    start_date = pendulum.parse(START_DATE)
+    assert isinstance(start_date, pendulum.DateTime)  # a date string parses to a DateTime
     with DAG(
         dag_id=plan.dag_id,
         description=(plan.description or f"GC-Bench plan {plan.name}")[:200],
         schedule=plan.schedule,
-        start_date=pendulum.parse(START_DATE),
+        start_date=start_date,
         catchup=False,
         max_active_runs=1,
         params=dag_params(plan),
@@ -406,11 +230,11 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             out: list[dict[str, Any]] = []
             todo = [spec for spec in specs if stored.get(spec.trial_id) != "ok"]
             skipped = len(specs) - len(todo)
-            for spec, (host, devices) in zip(todo, place_trials(plan, todo)):
+            for spec, (host, devices) in zip(todo, place_trials(plan, todo), strict=True):
                 spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
                 outdir = config.run_dir(plan.name, run_id) / spec.trial_id
                 spec_path = write_spec(spec, outdir)
-                item = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
+                item: dict[str, Any] = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
                         "spec_path": str(spec_path), "outdir": str(outdir), "devices": devices, "host": host}
                 if host is not None:  # the host's worker has not this machine's files
                     item["spec"] = spec.model_dump(mode="json")
@@ -498,7 +322,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 from airflow.sdk.exceptions import AirflowFailException
 
                 from gcbench import config
-                from gcbench.factory.tokenizers import build_local
+                from gcbench.tokenizer.build import build_local
                 from gcbench.tokenizer.errors import TokenizerBuildError
 
                 ctx = get_current_context()
@@ -538,8 +362,10 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             run_tasks[host] = []
             for devices in host_sets:
                 key = device_key(devices)
-                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)
-                mapped = task(
+                # TaskFlow calls take XComArgs where the function takes values: Airflow's typing
+                # does not model it (here and below); task(callable, **kwargs) is task(**kwargs)(callable)
+                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)  # type: ignore[arg-type]
+                mapped = task(  # type: ignore[call-overload]
                     _run_trial,
                     task_id=f"run_trial_{prefix}{key}",
                     pool=trial_pool(devices, host),
@@ -568,12 +394,15 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         @fail_fast("validate")
         def validate() -> dict[str, Any]:
             """Apply the validation rules and store validity and reasons."""
+            from gcbench.errors import StoreError
             from gcbench.store import db, queries
             from gcbench.validate import validate_run
 
             ctx = get_current_context()
             with db.connection() as conn:
                 pk = queries.dag_run_pk(conn, plan.dag_id, ctx["run_id"])
+                if pk is None:  # expand_trials registers every run
+                    raise StoreError(f"run {ctx['run_id']} of {plan.dag_id} is not in the results database")
                 summary = validate_run(conn, pk, plan.validation)
             print(f"validation: {summary}")
             return summary
@@ -586,8 +415,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             from gcbench.report.build import report_run
 
             ctx = get_current_context()
-            if local.stop_requested():  # gcbench run got Ctrl-C: the report says so
-                print(record_interruption(plan, ctx["run_id"], ctx["params"], local.stop_requested())[0])
+            stopped = local.stop_requested()
+            if stopped:  # gcbench run got Ctrl-C: the report says so
+                print(record_interruption(plan, ctx["run_id"], ctx["params"], stopped)[0])
             path = report_run(plan, ctx["run_id"])
             print(f"report: {path}")
             return str(path)
@@ -623,14 +453,14 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         validated = validate()
         for host, tasks in run_tasks.items():
             if host is None:
-                collected = collect(specs)
+                collected = collect(specs)  # type: ignore[arg-type]
             else:  # the trial folders are on the host: collect there, into the central database
-                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)
+                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)  # type: ignore[arg-type]
             for _, mapped in tasks:
                 mapped >> collected
             collected >> validated
             essential.append(collected)
-            collect_ids.append(collected.operator.task_id)
+            collect_ids.append(collected.operator.task_id)  # type: ignore[attr-defined]  # a PlainXComArg
         reported = report()
         validated >> reported
         essential_ids = [t.operator.task_id for t in essential] + ["validate", "report"]

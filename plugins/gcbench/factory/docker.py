@@ -41,10 +41,13 @@ import re
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import TrialError
 from gcbench.spec import TrialSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 CONTAINER_OUTDIR = "/gcbench/out"
 CONTAINER_DATA_DIR = "/data"
@@ -90,7 +93,7 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
             by the DAG; it is recorded on the container as a label).
         home: GCBENCH_HOME on the Docker host; default ``config.home()``.
         native_dir: the ``native/`` sources on the Docker host; default
-            :func:`gcbench.factory.tokenizers.native_root`.
+            :func:`gcbench.tokenizer.build.native_root`.
 
     Returns:
         A dict for ``DockerOperator(task_id=..., **kwargs)``.
@@ -108,7 +111,7 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
     ]
     if needs_native_tokenizer(spec):
         if native_dir is None:
-            from gcbench.factory.tokenizers import native_root
+            from gcbench.tokenizer.build import native_root
 
             native_dir = native_root()
         mounts += [
@@ -188,7 +191,7 @@ def _remove(op: Any) -> None:
         op.log.warning("could not remove trial container %s: %s", container["Id"][:12], exc)
 
 
-def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: dict, *, timeout_s: float,
+def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: Context, *, timeout_s: float,
                docker_url: str | None = None) -> int:
     """Run a trial container through a DockerOperator inside the current task.
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from gcbench.errors import PlanError
 from gcbench.plan.schema import Plan, WorkloadEntry
-from gcbench.spec import Scalar, TrialSpec, derive_seed
+from gcbench.spec import Amount, Scalar, TrialSpec, derive_seed
 
 DEFAULT_MAX_MAP_LENGTH = 1024
 """Airflow's default ``[core] max_map_length``: the most instances of one mapped task."""
@@ -80,7 +80,7 @@ def combinations(entry: WorkloadEntry) -> list[dict[str, Scalar]]:
         raise PlanError("<plan>", None, f"{entry.name}.matrix",
                         f"the matrix has {matrix_size(entry)} combinations, more than {MAX_MATRIX_COMBINATIONS}")
     keys = list(entry.matrix)
-    combos = [dict(zip(keys, values)) for values in itertools.product(*(entry.matrix[k] for k in keys))]
+    combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*(entry.matrix[k] for k in keys))]
     return [c for c in combos if not any(all(c.get(k) == v for k, v in rule.items()) for rule in entry.exclude)]
 
 
@@ -159,8 +159,8 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         combos = combinations(w)
         if not combos:
             field = f"workloads[{i}].exclude" if w.exclude else f"workloads[{i}].matrix"
-            key = ("workloads", i, "exclude" if w.exclude else "matrix")
-            raise PlanError(source, lines.get(key, lines.get(("workloads", i))), field,
+            line_key = ("workloads", i, "exclude" if w.exclude else "matrix")
+            raise PlanError(source, lines.get(line_key, lines.get(("workloads", i))), field,
                             "the matrix is empty after exclude rules: no trial to run")
         defaults = defaults_for(w.kind)
         if defaults is not None:
@@ -190,7 +190,7 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         raise PlanError(source, lines.get(("repetitions",)), "repetitions",
                         f"the plan expands to {n} trials, more than Airflow's max_map_length "
                         f"({limit}); split it into several plans or lower repetitions")
-    from gcbench.factory.dag import check_airflow_identifiers
+    from gcbench.plan.identifiers import check_airflow_identifiers
 
     check_airflow_identifiers(plan, lines, source)
 
@@ -238,8 +238,9 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
                     repetition=rep,
                     seed=derive_seed(plan.seed, label, rep),
                     devices=_devices_for(w, settings, plan),
-                    warmup=(w.warmup or plan.warmup).model_dump(),
-                    window=(w.window or plan.window).model_dump(),
+                    # the plan's Warmup/Window as the spec's plain Amount
+                    warmup=Amount.model_validate((w.warmup or plan.warmup).model_dump()),
+                    window=Amount.model_validate((w.window or plan.window).model_dump()),
                     energy=plan.energy,
                 )
                 specs.append(spec.with_id())

@@ -20,6 +20,11 @@ import os
 import sys
 from datetime import datetime, timezone
 
+START_DATE = "2026-01-01"
+"""First logical date of scheduled plans (backfills may start from here): the DAG's
+``start_date`` (:func:`gcbench.factory.dag.build_dag`), and where :func:`check_schedule`
+asks the timetable for a first run."""
+
 PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
 """Schedule presets a plan may use: Airflow's cron presets (``airflow.utils.dates.cron_presets``)
 and ``@once``. ``@continuous`` is left out: back-to-back runs make no benchmark series."""
@@ -61,8 +66,6 @@ def check_schedule(schedule: str | None) -> str | None:
     CronTriggerTimetable, DataInterval, TimeRestriction = _import_timetables()
     from airflow.exceptions import AirflowTimetableInvalid
     from croniter import CroniterError
-
-    from gcbench.factory.dag import START_DATE
 
     try:
         timetable = CronTriggerTimetable(schedule, timezone="UTC")

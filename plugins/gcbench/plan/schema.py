@@ -249,7 +249,7 @@ class HostSettings(_Strict):
 
     The host's name (its key under ``hosts:``) becomes part of Airflow task ids and
     pool names: ASCII letters, digits, ``_ . -`` only (checked by
-    :func:`gcbench.factory.dag.check_airflow_identifiers`).
+    :func:`gcbench.plan.identifiers.check_airflow_identifiers`).
     """
 
     queue: str = Field(pattern=NAME_PATTERN)

@@ -40,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData
+from gcbench.metrics import METRIC_COLUMNS
+from gcbench.report.data import TRIAL_COLUMNS, ReportData
 from gcbench.report.metrics import (
     CORE_METRICS,
     PAIRED_METRICS,
@@ -98,7 +99,7 @@ class ReportSettings:
         validation = plan.get("validation") or {}
         report = plan.get("report") or {}
         band = carbon.get("band") or DEFAULT_BAND
-        kw = dict(
+        kw: dict[str, Any] = dict(
             intensity_kg_per_kwh=float(carbon.get("intensity_kg_per_kwh", DEFAULT_INTENSITY)),
             band=(float(band[0]), float(band[1])),
             min_valid_repetitions=int(
@@ -309,6 +310,8 @@ def summarise_metric(g: "Group", metric: str, settings: ReportSettings) -> None:
     ``g.pooled[metric]`` from the group's valid trials (paired metrics over the trials
     where all of the kind's paired metrics are known)."""
     used = g._used
+    if used is None:
+        raise ValueError(f"group {g.variant}: its used trials are not set (analyze() sets them)")
     v = used[metric].to_numpy(dtype=float)
     paired = PAIRED_METRICS.get(g.kind, ())
     mask = None
@@ -466,7 +469,7 @@ def plan_comparisons(groups: list[Group], settings: ReportSettings) -> list[tupl
             if len(levels) < 2 or _is_sweep(f, levels, settings):
                 continue
             base = baseline_level(f, levels, settings)
-            rest = {}
+            rest: dict[str, list[Group]] = {}
             for g in gs:
                 key = json.dumps({k: v for k, v in g.factors.items() if k != f},
                                  sort_keys=True, default=str)
@@ -514,7 +517,7 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
             ))
     family = [i for i, r in enumerate(rows) if not r.inconclusive]
     adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
-    for i, res in zip(family, adjusted):
+    for i, res in zip(family, adjusted, strict=True):
         rows[i].result = res
     by_variant = {(g.workload, g.variant): g for g in groups}
     for r in rows:
@@ -678,7 +681,7 @@ def observed_rate_hz(t: np.ndarray, configured_hz: float | None) -> tuple[float 
 def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame,
                   configured_hz: float | None = None) -> list[Probe]:
     """Sampling rate and update periods per GPU device of one trial's samples."""
-    out = []
+    out: list[Probe] = []
     if samples is None or len(samples) == 0 or "t_s" not in samples:
         return out
     for device, s in samples.groupby("device", sort=True):
@@ -775,8 +778,8 @@ def simulated_model(df: pd.DataFrame) -> dict | None:
     from gcbench.energy.simulated import SimulatedGpu
 
     model = SimulatedGpu()
-    out = dict(idle_w=model.idle_w, busy_w=model.busy_w, tick_s=model.tick_s,
-               recorded=False)
+    out: dict[str, Any] = dict(idle_w=model.idle_w, busy_w=model.busy_w, tick_s=model.tick_s,
+                               recorded=False)
     sim = df[df["simulated"]]
     for key in ("idle_w", "busy_w"):
         col = f"simulated_{key}"
@@ -1033,7 +1036,9 @@ class Analysis:
         def rank(r: ComparisonRow) -> int:
             if r.inconclusive:
                 return 3
-            return {True: 0, False: 1}.get(r.result.significant, 2)
+            if r.result.significant is None:
+                return 2
+            return 0 if r.result.significant else 1
 
         return sorted(rows, key=rank)
 

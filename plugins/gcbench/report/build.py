@@ -9,9 +9,9 @@ from gcbench.errors import StoreError
 
 def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | None):
     """A :class:`gcbench.report.data.ReportData` for one stored DAG run."""
+    from gcbench.metrics import PRIMARY_METRIC
     from gcbench.report.data import ReportData
     from gcbench.store import queries
-    from gcbench.validate import PRIMARY_METRIC
 
     trials = queries.trials_frame(conn, dag_run_pk)
     notes, _ = queries.run_outcome(conn, dag_run_pk)

@@ -6,7 +6,7 @@ one DataFrame, samples and windows fetched lazily per trial (a report plots only
 few trials' samples), so building it costs one query for the trials.
 
 ``trials`` has one row per trial with the columns of :data:`TRIAL_COLUMNS` and any of
-the metric columns of :data:`METRIC_COLUMNS` (float, NaN when unknown). Missing
+the metric columns of :data:`gcbench.metrics.METRIC_COLUMNS` (float, NaN when unknown). Missing
 optional columns are treated as unknown.
 """
 
@@ -49,31 +49,6 @@ TRIAL_COLUMNS = (
   ``nvidia-smi``, ``simulated`` ...; ``simulated``: any figure from the simulated device.
 """
 
-METRIC_COLUMNS = (
-    "duration_s",
-    "tokens",
-    "tokens_per_s",
-    "gpu_energy_j",
-    "cpu_energy_j",
-    "total_energy_j",
-    "j_per_token",
-    "gpu_j_per_token",
-    "e2e_j_per_token",
-    "bytes",
-    "gb_per_s",
-    "gpu_j_per_gb",
-    "cpu_j_per_gb",
-    "samples",
-    "samples_per_s",
-    "accuracy",
-    "energy_kwh",
-    "co2e_kg",
-    "gpu_energy_above_idle_j",
-    "codecarbon_energy_j",
-    "codecarbon_rel_error",
-)
-"""Metric columns a trials frame may carry (unit in the name; NaN = unknown)."""
-
 
 @dataclass
 class ReportData:
@@ -87,7 +62,8 @@ class ReportData:
             ``carbon`` (``intensity_kg_per_kwh``, ``band`` [low, high]),
             ``validation.min_valid_repetitions`` and the optional ``report`` section
             (``baseline``: {factor: level}, ``compare``: [factor, ...]).
-        trials: one row per trial (see :data:`TRIAL_COLUMNS`, :data:`METRIC_COLUMNS`).
+        trials: one row per trial (see :data:`TRIAL_COLUMNS`,
+            :data:`gcbench.metrics.METRIC_COLUMNS`).
         samples: trial_id -> DataFrame with the columns of
             ``gcbench.energy.base.SAMPLE_COLUMNS``.
         windows: trial_id -> {"main": {"start_s": .., "end_s": ..}, other windows}.

@@ -95,7 +95,7 @@ def _ratio(d: stats.Comparison | None) -> str:
         return DASH
     r = 1 + d.pct_change / 100
     text = f"{r:.3g}x"
-    if d.pct_ci_low is not None:
+    if d.pct_ci_low is not None and d.pct_ci_high is not None:
         text += f" [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
     return text
 
@@ -163,7 +163,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
             f"pooled GPU J/token ({uj.label})", "Δ GPU J/token vs pure PyTorch",
             f"throughput ({ut.label})"]
     sim_cols = [False, False, False, sim, sim, sim, False]
-    if e2e:
+    if ue is not None:
         cols.append(f"end-to-end J/token ({ue.label})")
         sim_cols.append(sim)
 
@@ -199,7 +199,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
                _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
                _cell(pooled_cell(g.pooled.get("j_per_token"), uj)), change,
                _cell(summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut))]
-        if e2e:
+        if ue is not None:
             row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"),
                                           g.values.get("e2e_j_per_token"), ue)))
         rows.append(row)
@@ -466,7 +466,7 @@ def to_latex(tables: list[PaperTable], a: Analysis) -> str:
                                   for i in range(len(t.columns))) + r" \\")
         out += [" & ".join(_latex_head(c) for c in t.columns) + r" \\", r"\midrule"]
         for r in t.rows:
-            out.append(" & ".join(_latex_cell(c, n) for c, n in zip(r, t.numeric)) + r" \\")
+            out.append(" & ".join(_latex_cell(c, n) for c, n in zip(r, t.numeric, strict=True)) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}}%",
                 rf"\ifdim\wd{BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{{BOX}}}}}"
                 rf"\else\usebox{{{BOX}}}\fi"]

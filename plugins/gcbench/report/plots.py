@@ -280,7 +280,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
     f = unit.factor
     conf = round(a.settings.confidence * 100)
     no_ci: list[str] = []
-    for i, (g, v, lab) in enumerate(zip(groups, vals, labels)):
+    for i, (g, v, lab) in enumerate(zip(groups, vals, labels, strict=True)):
         color = INCONCLUSIVE_COLOR if g.inconclusive else TRIAL_COLOR
         if v.size:
             ax.plot(i - 0.12 + rng.uniform(-0.08, 0.08, v.size), v / f, "o", ms=4.5,
@@ -294,7 +294,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
                       "inconclusive group")
         s = g.summaries.get(metric)
         if s is not None and s.median is not None and s.n >= stats.MIN_N_CI:
-            if s.ci_low is not None:
+            if s.ci_low is not None and s.ci_high is not None:
                 ax.errorbar([i + 0.12], [s.median / f],
                             yerr=[[max(0.0, (s.median - s.ci_low) / f)],
                                   [max(0.0, (s.ci_high - s.median) / f)]],
@@ -314,7 +314,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
         p = g.pooled.get(metric)
         if p is not None and p.pooled is not None and p.n >= stats.MIN_N_CI:
             yerr = None
-            if p.ci_low is not None:
+            if p.ci_low is not None and p.ci_high is not None:
                 yerr = [[max(0.0, (p.pooled - p.ci_low) / f)], [max(0.0, (p.ci_high - p.pooled) / f)]]
             ax.errorbar([i + 0.3], [p.pooled / f], yerr=yerr, fmt="D", ms=4.5,
                         color=POOLED_COLOR, ecolor=POOLED_COLOR, elinewidth=1.2, capsize=2,
@@ -355,7 +355,7 @@ def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[s
     fig = _figure(max(5.0, 0.8 * len(groups) + 2.8), 1.6 + 2.9 * len(metrics))
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
     drawn = Drawn()
-    for ax, m in zip(axes, metrics):
+    for ax, m in zip(axes, metrics, strict=True):
         _dots_panel(ax, a, groups, m, drawn, labels)
         ax.set_title(_title(f"{workload}: {info(m).label}", m in sim_metrics), fontsize=10)
     _outside_legend(fig, drawn, "lower center", ncol=3)
@@ -406,7 +406,7 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
     cmap = matplotlib.colormaps["tab20" if len(t.configs) > 10 else "tab10"]
     conf = round(a.settings.confidence * 100)
     no_ci = []
-    for i, (c, short) in enumerate(zip(t.configs, labels)):
+    for i, (c, short) in enumerate(zip(t.configs, labels, strict=True)):
         color = cmap(i % cmap.N)
         x = c.group.values.get(t.time_metric, np.array([]))
         y = c.group.values.get(t.energy_metric, np.array([]))
@@ -424,10 +424,10 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         mx, my = c.time.median / ux.factor, c.energy.median / uy.factor
         if c.energy.n >= stats.MIN_N_CI and c.time.n >= stats.MIN_N_CI:
             xerr = yerr = None
-            if c.time.ci_low is not None:
+            if c.time.ci_low is not None and c.time.ci_high is not None:
                 xerr = [[max(0.0, mx - c.time.ci_low / ux.factor)],
                         [max(0.0, c.time.ci_high / ux.factor - mx)]]
-            if c.energy.ci_low is not None:
+            if c.energy.ci_low is not None and c.energy.ci_high is not None:
                 yerr = [[max(0.0, my - c.energy.ci_low / uy.factor)],
                         [max(0.0, c.energy.ci_high / uy.factor - my)]]
             ax.errorbar([mx], [my], xerr=xerr, yerr=yerr, fmt="*" if c.is_baseline else "s",
@@ -445,9 +445,12 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         drawn.add("no-ci", f"Hollow markers: the mean of the trials of configurations with "
                   f"fewer than {stats.MIN_N_CI} valid trials, no CI ({'; '.join(no_ci)}).")
     front = t.front
+    # front configurations have both medians (pareto_front keeps finite points only)
+    front_xy = [(c.time.median, c.energy.median) for c in front
+                if c.time.median is not None and c.energy.median is not None]
     if len(front) >= 2:
-        h, = ax.plot([c.time.median / ux.factor for c in front],
-                     [c.energy.median / uy.factor for c in front], "-", lw=8, color="#7f8c8d",
+        h, = ax.plot([x / ux.factor for x, _ in front_xy],
+                     [y / uy.factor for _, y in front_xy], "-", lw=8, color="#7f8c8d",
                      alpha=0.4, zorder=Z_SHADE + 1, solid_capstyle="round")
         drawn.add("front", f"Thick grey line: the Pareto front ({len(front)} configurations "
                   f"no other beats in both {em.label} and {tm.label}).", h, "Pareto front")
@@ -493,7 +496,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     pos = np.arange(len(gs))[::-1]
     no_ci = []
     everything = []
-    for p_, g, v in zip(pos, gs, trial_vals):
+    for p_, g, v in zip(pos, gs, trial_vals, strict=True):
         su = g.summaries["co2e_kg"]
         if g.co2e_band and su.n >= stats.MIN_N_CI:
             h = ax.hlines([p_], g.co2e_band[0] / f, g.co2e_band[1] / f, color="#27ae60", lw=6,
@@ -508,9 +511,9 @@ def plot_co2e(a: Analysis) -> Plot | None:
         everything += list(v / f)
         drawn.add("dots", f"Dots: each valid trial at {s.intensity_kg_per_kwh:g} kgCO2e/kWh.",
                   Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
-        if su.n >= stats.MIN_N_CI:
+        if su.n >= stats.MIN_N_CI and su.median is not None:
             xerr = None
-            if su.ci_low is not None:
+            if su.ci_low is not None and su.ci_high is not None:
                 xerr = [[max(0.0, (su.median - su.ci_low) / f)],
                         [max(0.0, (su.ci_high - su.median) / f)]]
             ax.errorbar([su.median / f], [p_ + 0.25], xerr=xerr, fmt="|", ms=10, mew=2,
@@ -531,7 +534,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     if _log_if_wide(ax, np.asarray(everything, dtype=float), "x"):
         drawn.add("log", "The CO2e axis is logarithmic.")
     _outside_legend(fig, drawn, "lower center", ncol=3)
-    ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs))],
+    ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs), strict=True)],
                   fontsize=7)
     ax.set_xlabel(f"CO2e per trial ({unit.label}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
     ax.set_title(_title("CO2e per group with sensitivity band", sim), fontsize=10)
@@ -549,7 +552,7 @@ def _labels_by_workload(gs: list[Group]) -> list[str]:
     for i, g in enumerate(gs):
         by.setdefault(g.workload, []).append(i)
     for idx in by.values():
-        for i, lab in zip(idx, short_labels([gs[i] for i in idx])):
+        for i, lab in zip(idx, short_labels([gs[i] for i in idx]), strict=True):
             out[i] = lab
     return [out[i] for i in range(len(gs))]
 
@@ -569,7 +572,7 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
     fig = _figure(8.0, 2.6 * len(metrics) + 0.8)
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
     drawn = Drawn()
-    for ax, m in zip(axes, metrics):
+    for ax, m in zip(axes, metrics, strict=True):
         hm = h[h["metric"] == m]
         mi = info(str(m))
         unit = choose_unit(mi.unit, hm["value"].astype(float).tolist())

@@ -136,7 +136,8 @@ def shown_metrics(a: Analysis, workload: str, kind: str, groups: list[Group]) ->
     is left out, with a note."""
     metrics = [m for m in table_metrics(kind) if m in groups[0].summaries]
     df = a.trials[a.trials["workload"] == workload]
-    shown, notes = [], []
+    shown: list[str] = []
+    notes: list[str] = []
     for m in metrics:
         same = next((k for k in shown if identical_columns(df[m], df[k])), None)
         if same is None:

@@ -234,14 +234,21 @@ def effect_phrase(d_energy: list[float], d_time: list[float], energy_label: str,
             f"{_signed_range(d_time)}")
 
 
+def _with_ci(v: float | None) -> float:
+    """A figure :meth:`LevelEffect.with_ci` guarantees: a change with a CI has the change and both bounds."""
+    if v is None:
+        raise ValueError("a comparison with a confidence interval lacks its change or a bound")
+    return v
+
+
 def effect_headline(t: Tradeoff, e: LevelEffect, conf: int) -> str:
     """The headline of one level effect (see the module docstring), or ""."""
     ok = e.with_ci()
     if not ok:
         return ""
     el, tl = info(t.energy_metric).label, info(t.time_metric).label
-    de = [c[1].pct_change for c in ok]
-    dt = [c[2].pct_change for c in ok]
+    de = [_with_ci(c[1].pct_change) for c in ok]
+    dt = [_with_ci(c[2].pct_change) for c in ok]
     prefix = "SIMULATED: " if t.simulated else ""
     x, y = f"{e.factor}={e.level}", f"{e.factor}={e.baseline_level}"
     words = effect_phrase(de, dt, el, tl)
@@ -253,10 +260,10 @@ def effect_headline(t: Tradeoff, e: LevelEffect, conf: int) -> str:
                 f"{ce.pct_ci_high:+.2f} %, of the {tl} change {ct.pct_ci_low:+.2f} % to "
                 f"{ct.pct_ci_high:+.2f} %).")
     others = sorted({k for g in t.configs for k in g.group.factors if k != e.factor})
-    lo_e = min(c[1].pct_ci_low for c in ok)
-    hi_e = max(c[1].pct_ci_high for c in ok)
-    lo_t = min(c[2].pct_ci_low for c in ok)
-    hi_t = max(c[2].pct_ci_high for c in ok)
+    lo_e = min(_with_ci(c[1].pct_ci_low) for c in ok)
+    hi_e = max(_with_ci(c[1].pct_ci_high) for c in ok)
+    lo_t = min(_with_ci(c[2].pct_ci_low) for c in ok)
+    hi_t = max(_with_ci(c[2].pct_ci_high) for c in ok)
     return (f"{prefix}{t.workload}: {x} against {y} {words} over {len(ok)} configurations "
             f"of {', '.join(others)} ({conf} % CIs of the {el} changes within {lo_e:+.2f} % "
             f"to {hi_e:+.2f} %, of the {tl} changes within {lo_t:+.2f} % to {hi_t:+.2f} %).")
@@ -305,7 +312,7 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                      simulated=any(g.simulated for g in groups) and is_simulated_metric(em))
         for f in factors:
             b = base_levels[f]
-            by_rest = {}
+            by_rest: dict[str, dict[str, Group]] = {}
             for g in groups:
                 by_rest.setdefault(_key(g.factors, f), {})[json.dumps(g.factors.get(f), default=str)] = g
             for lv in sorted(levels[f], key=_level_key):

@@ -34,7 +34,8 @@ import pandas as pd
 from gcbench import stats
 from gcbench.report import tables
 from gcbench.report.analysis import Analysis, ReportSettings, analyze, fmt_num, fmt_p
-from gcbench.report.data import METRIC_COLUMNS, TRIAL_COLUMNS, ReportData, ReportPaths
+from gcbench.metrics import CO2E_BAND_COLUMNS, METRIC_COLUMNS
+from gcbench.report.data import TRIAL_COLUMNS, ReportData, ReportPaths
 from gcbench.report.metrics import RATIOS, SIMULATED_METRICS, info, is_simulated_metric, kind_metrics
 from gcbench.report.plots import Plot, _slug, make_plots
 from gcbench.report.scale import choose_unit
@@ -275,7 +276,7 @@ def _gpu_energy_source(t) -> str:
     return "unavailable" if not t["gpu_method"] else str(t["gpu_method"])
 
 
-SIMULATED_CSV_COLUMNS = tuple(c for c in (*METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high")
+SIMULATED_CSV_COLUMNS = tuple(c for c in (*METRIC_COLUMNS, *CO2E_BAND_COLUMNS)
                               if c in SIMULATED_METRICS or c.startswith("co2e_kg"))
 """trials.csv columns whose values come from the simulated device in simulated trials."""
 
@@ -303,7 +304,7 @@ def trials_frame(a: Analysis) -> pd.DataFrame:
             v = v.map(lambda x: "" if x is None else str(bool(x)))
         out[col] = v.to_numpy()
     out["used_in_statistics"] = df["used"].to_numpy()
-    for col in (*METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high"):
+    for col in (*METRIC_COLUMNS, *CO2E_BAND_COLUMNS):
         out[col] = df[col].to_numpy()
     return out
 

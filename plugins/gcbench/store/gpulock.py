@@ -31,7 +31,7 @@ import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from gcbench.errors import GCBenchError
 
@@ -119,7 +119,7 @@ class GpuLease:
     keys: list[str]
     wait_s: float = 0.0
     holder: str = ""
-    _conn: object = field(default=None, repr=False)
+    _conn: Any = field(default=None, repr=False)  # a psycopg2 connection (untyped)
 
     def alive(self) -> bool:
         """Whether the lease's connection (and so the locks) still stands."""
@@ -149,7 +149,7 @@ def holders(conn, key: str) -> list[str]:
 @contextmanager
 def hold_gpus(devices: list[int], holder: str, *, host: str | None = None, url: str | None = None,
               timeout_s: float | None = None, log: Callable[[str], None] = print,
-              should_stop: Callable[[], bool] | None = None) -> Iterator[GpuLease]:
+              should_stop: Callable[[], object] | None = None) -> Iterator[GpuLease]:
     """Lease a trial's GPUs for the duration of the ``with`` block.
 
     Args:
@@ -159,7 +159,7 @@ def hold_gpus(devices: list[int], holder: str, *, host: str | None = None, url: 
         url: results database URL; default ``GCBENCH_DATABASE_URL`` or the embedded one.
         timeout_s: longest wait; default :func:`lock_timeout_s`.
         log: where waiting is reported (the task log).
-        should_stop: polled between attempts; True gives up the wait.
+        should_stop: polled between attempts; a true value (e.g. a reason) gives up the wait.
 
     Yields:
         A :class:`GpuLease` (its ``wait_s`` says how long the trial waited).
@@ -199,7 +199,7 @@ def hold_gpus(devices: list[int], holder: str, *, host: str | None = None, url: 
 
 
 def _acquire(conn, keys: list[str], holder: str, timeout: float, log: Callable[[str], None],
-             should_stop: Callable[[], bool] | None) -> float:
+             should_stop: Callable[[], object] | None) -> float:
     """Take the locks of ``keys`` in order on ``conn``; returns the seconds waited."""
     import psycopg2
 

@@ -213,7 +213,7 @@ class SampleStream(io.RawIOBase):
             self.drops[f"{len(fields)} fields instead of {self._n_fields}"] += 1
             return None
         out = []
-        for col, value in zip(SAMPLE_COLUMNS, fields):
+        for col, value in zip(SAMPLE_COLUMNS, fields, strict=True):
             if col in _TEXT_COLUMNS:
                 if not value:
                     self.drops[f"no {col}"] += 1
@@ -259,8 +259,8 @@ class SampleStream(io.RawIOBase):
             out, self._buf = self._buf[:size], self._buf[size:]
         return out
 
-    def readline(self, size: int = -1) -> bytes:  # psycopg2 may call it
-        return self.read(size if size > 0 else 65536)
+    def readline(self, size: int | None = -1) -> bytes:  # psycopg2 may call it
+        return self.read(size if size is not None and size > 0 else 65536)
 
     def close(self) -> None:
         self._f.close()
@@ -312,8 +312,8 @@ class PrefixedStream(io.RawIOBase):
             out, self._out = self._out[:size], self._out[size:]
         return out
 
-    def readline(self, size: int = -1) -> bytes:
-        return self.read(size if size > 0 else 65536)
+    def readline(self, size: int | None = -1) -> bytes:
+        return self.read(size if size is not None and size > 0 else 65536)
 
     def close(self) -> None:
         self._f.close()
@@ -381,7 +381,7 @@ def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
         others = [c for c in _FLOAT_COLUMNS if c != "t_s"]
         cur.execute(f"SELECT {', '.join(f'count(*) FILTER (WHERE {c} IN {_NON_FINITE})' for c in others)} "
                     f"FROM samples WHERE trial_pk = %s", (trial_pk,))
-        nulled = Counter({c: n for c, n in zip(others, cur.fetchone()) if n})
+        nulled = Counter({c: n for c, n in zip(others, cur.fetchone(), strict=True) if n})
         if nulled:
             cur.execute(f"UPDATE samples SET {', '.join(f'{c} = CASE WHEN {c} IN {_NON_FINITE} THEN NULL ELSE {c} END' for c in nulled)} "
                         f"WHERE trial_pk = %s AND ({' OR '.join(f'{c} IN {_NON_FINITE}' for c in nulled)})", (trial_pk,))
@@ -676,7 +676,7 @@ def _metric_rows(trial_pk: int, metrics: dict[str, Any], notes: IngestNotes) -> 
     """(trial_pk, name, value, text_value, unit) per metric: numbers as double precision
     (an integer beyond it is NULL there, exact in ``trials.result``), booleans, text and
     JSON values as text."""
-    rows = []
+    rows: list[tuple[int, str, float | None, str | None, str | None]] = []
     for name, value in sorted(metrics.items()):
         if value is None:
             rows.append((trial_pk, name, None, None, None))
@@ -710,6 +710,7 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
     samples_path = outdir / "samples.csv"
     if refused is not None:
         notes.add(f"stored without its files: {refused}")
+    error: str | None
     if result is None:
         if refusal is None and not outdir.exists():
             return CollectOutcome(spec.trial_id, "refused", reason=f"no output folder {outdir}")

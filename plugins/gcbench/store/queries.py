@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gcbench.report.data import METRIC_COLUMNS as REPORT_METRIC_COLUMNS
+from gcbench import metrics
 
-METRIC_COLUMNS = REPORT_METRIC_COLUMNS + ("co2e_kg_low", "co2e_kg_high")
+METRIC_COLUMNS = metrics.METRIC_COLUMNS + metrics.CO2E_BAND_COLUMNS
 """Metric columns every trials frame has (NaN when a trial lacks one)."""
 
 

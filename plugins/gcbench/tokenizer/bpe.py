@@ -62,9 +62,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gcbench.tokenizer.errors import CorpusError, MergesError, MergesNotFoundError, OutputError, TokenizerError
+
+if TYPE_CHECKING:  # numpy is imported where the long-run merge needs it
+    import numpy as np
 
 MERGES_MAGIC = "gcbench-bpe-merges"
 """First word of a merges file."""
@@ -332,7 +337,8 @@ class Encoder:
         # pair key (left << 32 | right) -> rank; the made id is 256 + rank
         self._ranks: dict[int, int] = {(left << 32) | right: k for k, (left, right) in enumerate(merges.pairs)}
         self._cache: dict[bytes, tuple[int, ...]] = {}
-        self._rank_arrays = None  # numpy lookup tables of _merge_long, built on first use
+        # numpy lookup tables of _merge_long, built on first use
+        self._rank_arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.work = MergeWork()
 
     @property
@@ -573,7 +579,7 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
     pair_words: dict[tuple[int, int], set[int]] = {}
     for w, ids in enumerate(words):
         freq = freqs[w]
-        for pair in zip(ids, ids[1:]):
+        for pair in pairwise(ids):
             pair_count[pair] = pair_count.get(pair, 0) + freq
             pair_words.setdefault(pair, set()).add(w)
 
@@ -604,12 +610,12 @@ def train(corpus: bytes, vocab_size: int) -> Merges:
         for w in pair_words.pop(pair):
             ids = words[w]
             freq = freqs[w]
-            for old in zip(ids, ids[1:]):
+            for old in pairwise(ids):
                 pair_count[old] -= freq
                 changed.add(old)
             merged = merge_pair(ids, left, right, new_id)
             words[w] = merged
-            for new in zip(merged, merged[1:]):
+            for new in pairwise(merged):
                 pair_count[new] = pair_count.get(new, 0) + freq
                 changed.add(new)
                 pair_words.setdefault(new, set()).add(w)

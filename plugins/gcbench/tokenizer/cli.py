@@ -18,7 +18,7 @@ locale's encoding.
 from __future__ import annotations
 
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -41,7 +41,7 @@ def _fail(exc: TokenizerError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
-class Impl(str, Enum):
+class Impl(StrEnum):
     """Tokenizer implementations."""
 
     python = "python"

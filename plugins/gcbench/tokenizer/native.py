@@ -1,6 +1,6 @@
 """Running the native tokenizers (``gcbench-tok-go``, ``gcbench-tok-rust``) from Python.
 
-:func:`run_native` runs a built binary (see :mod:`gcbench.factory.tokenizers` for the
+:func:`run_native` runs a built binary (see :mod:`gcbench.tokenizer.build` for the
 build) as an argv list and turns its exit code and message into the same exception the
 Python reference raises for that fault (the codes are listed in
 :mod:`gcbench.tokenizer.errors`), with the same text: the programs print the operating
@@ -109,7 +109,7 @@ def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str,
         return CorpusError(corpus, message)
     if code == 6:
         return OutputError(out, message)
-    where = "killed by signal %d" % -code if code < 0 else f"exit status {code}"
+    where = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     return TokenizerError(binary, f"failed ({where}): {text}")
 
 
@@ -118,7 +118,7 @@ def tokenize_file(impl: str, merges: str | os.PathLike[str], corpus: str | os.Pa
     """Tokenize a corpus file with ``impl`` (``python``, ``go`` or ``rust``) into ``out``.
 
     ``go`` and ``rust`` build (or reuse) the binary with
-    :func:`gcbench.factory.tokenizers.build_local` in ``cache_dir`` (default
+    :func:`gcbench.tokenizer.build.build_local` in ``cache_dir`` (default
     ``<GCBENCH_HOME>/tools``, as the DAG). All three write byte-identical files.
 
     Raises:
@@ -143,7 +143,7 @@ def tokenize_file(impl: str, merges: str | os.PathLike[str], corpus: str | os.Pa
         return NativeRun("python", len(data), count, encode_s, time.perf_counter() - started)
     if impl not in ("go", "rust"):
         raise ValueError(f"unknown tokenizer implementation {impl!r}; expected python, go or rust")
-    from gcbench.factory.tokenizers import build_local
+    from gcbench.tokenizer.build import build_local
 
     if cache_dir is None:
         from gcbench import config

@@ -43,8 +43,11 @@ assert HEADER.size == 64
 
 
 class _MergesLike(Protocol):
-    sha256: str
-    vocab_size: int
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def vocab_size(self) -> int: ...
 
 
 @dataclass(frozen=True)

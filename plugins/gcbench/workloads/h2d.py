@@ -94,6 +94,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     src = None if (pin and pin_inside) else make_source()
 
     def copy(_: int) -> None:
+        assert src is not None  # made before the warm-up, or at the window's start
         dst.copy_(src, non_blocking=pin)
 
     if src is not None:

@@ -51,7 +51,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
                                      or kill_after_s < 0):
         raise ValueError(f"noop setting kill_self_after_s must be a number >= 0 or null, got {kill_after_s!r}")
     acc = [0]
-    window_opened = [None]
+    window_opened: list[float | None] = [None]
 
     def step(i: int) -> None:
         if kill_after_s is not None and window_opened[0] is not None and \

@@ -68,9 +68,10 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any, Callable, Iterator
 
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, settings
@@ -96,7 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "launch_timeout_s": 900,
 }
 
-PhaseFactory = Callable[[str], ContextManager[None]]
+PhaseFactory = Callable[[str], AbstractContextManager[None]]
 
 
 def check_settings(cfg: dict[str, Any]) -> None:
@@ -198,21 +199,22 @@ def train(
         start = step * gb + rank * local_b
         return torch.from_numpy(order[start:start + local_b]).to(dev)
 
-    model = resnet50(num_classes=10, stem=cfg["stem"]).to(dev)
-    n_params = count_parameters(model)
+    net = resnet50(num_classes=10, stem=cfg["stem"]).to(dev)
+    n_params = count_parameters(net)
+    model: torch.nn.Module = net  # what trains: the network, or DDP around it on several GPUs
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        model = DDP(model, device_ids=[dev.index] if on_cuda else None)
+        model = DDP(net, device_ids=[dev.index] if on_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
                                 weight_decay=float(cfg["weight_decay"]))
     amp = cfg["precision"] == "amp"
     if amp and on_cuda:
         precision_effective = "amp-fp16"
-        autocast: Callable[[], ContextManager] = lambda: torch.autocast("cuda", dtype=torch.float16)
+        autocast: Callable[[], AbstractContextManager[Any]] = partial(torch.autocast, "cuda", dtype=torch.float16)
     elif amp:
         precision_effective = "amp-bf16-cpu"
-        autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+        autocast = partial(torch.autocast, "cpu", dtype=torch.bfloat16)
     else:
         precision_effective = "fp32-tf32" if on_cuda and cfg["allow_tf32"] else "fp32"
         autocast = nullcontext
@@ -263,8 +265,7 @@ def train(
     limit = cfg["test_samples"]
     n_test = len(y_test_np) if limit is None else min(int(limit), len(y_test_np))
     if rank == 0:
-        net = model.module if world > 1 else model
-        net.eval()
+        net.eval()  # DDP's .module is this same network
         correct = 0
         with phase("eval"), torch.no_grad():
             for i in range(0, n_test, int(cfg["eval_batch"])):

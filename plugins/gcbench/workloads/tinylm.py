@@ -40,7 +40,7 @@ Settings (defaults): layers 2, d_model 128, heads 4, context_length 128, batch_s
 precision ``fp32``, mode ``infer``, path ``torch``, corpus None (Python's
 ``pydoc_data.topics``), merges None, vocab_size 2048, lr 3e-4, cache_dir None
 (``$GCBENCH_HOME/cache/tinylm``), tokenizer_bin None (built by
-``gcbench.factory.tokenizers.build_local`` into ``$GCBENCH_HOME/tools``),
+``gcbench.tokenizer.build.build_local`` into ``$GCBENCH_HOME/tools``),
 tokenize_timeout_s 600.
 
 Window: steps, or seconds (whole steps until the time is reached); CUDA work is
@@ -230,7 +230,7 @@ def tokenizer_binary(cfg: dict[str, Any], impl: str) -> Path:
     if cfg["tokenizer_bin"]:
         return Path(cfg["tokenizer_bin"])
     from gcbench import config
-    from gcbench.factory.tokenizers import build_local
+    from gcbench.tokenizer.build import build_local
 
     return Path(build_local(impl, config.home() / "tools"))
 
@@ -268,7 +268,7 @@ def check_settings(cfg: dict[str, Any]) -> None:
 def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     """Prepare, warm up, and run TinyLM in the main window; see the module docstring."""
     from gcbench import tokenizer
-    from gcbench.trial import SkipTrial
+    from gcbench.errors import SkipTrial
 
     cfg = settings(spec, DEFAULTS)
     check_settings(cfg)

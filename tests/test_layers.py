@@ -1,0 +1,183 @@
+"""The package's layers only point down: no module imports a layer above its own.
+
+Every ``import`` of every module under plugins/gcbench is read with :mod:`ast`
+(module level, inside functions, under ``if TYPE_CHECKING``: a lazy import still
+couples the two layers), resolved to its top-level unit (``gcbench.energy.meter`` ->
+``energy``, ``from gcbench import config`` -> ``config``) and checked against
+:data:`LAYERS`. A failure names file:line and both layers, so the fix is to move the
+shared definition down (as ``SkipTrial`` went to errors.py, the local tokenizer build
+to the tokenizer package, the metric lists to metrics.py, the Airflow identifier rules
+to plan/identifiers.py), never to import upwards lazily.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "plugins" / "gcbench"
+
+LAYERS: list[set[str]] = [
+    # shared definitions: exceptions, units, settings, trial spec, metric names, statistics
+    {"__init__", "errors", "units", "config", "spec", "metrics", "stats", "stability"},
+    {"carbon", "codecarbon_compare"},
+    # sensors and the tokenizers
+    {"energy", "tokenizer"},
+    # the results database; the measured work (workloads may cap power, tokenize)
+    {"store", "workloads"},
+    # plans: loaded, checked (workload settings, Airflow identifiers) and expanded
+    {"plan"},
+    # one trial; the validation of a stored run; the nightly regression check
+    {"trial", "validate", "regression"},
+    {"notify", "report"},
+    {"airflow_local"},
+    # plan -> DAG, runners: may use everything below
+    {"factory"},
+    {"runprogress"},
+    {"cli"},
+]
+"""Top-level units of gcbench, lowest first. A module may import its own unit and any
+unit of a lower layer; never one of its own layer's other units, nor a higher one."""
+
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+LOWER = ("plan", "energy", "store", "tokenizer", "workloads")
+RUNNERS_AND_REPORT = ("factory", "report", "validate", "trial")
+"""Issue 15's rule in its own words: the first never import the second."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a gcbench module: where it is and which unit it reaches."""
+
+    path: Path
+    line: int
+    target: str  # dotted module imported, e.g. gcbench.trial
+    unit: str  # its top-level unit, e.g. trial
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """``plugins/gcbench/energy/meter.py`` -> ``gcbench.energy.meter`` (packages: their name)."""
+    parts = ["gcbench", *path.relative_to(package).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(dotted: str, units: set[str]) -> str:
+    """The top-level unit of a gcbench module name (``__init__`` for the package itself)."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in units else "__init__"
+
+
+def gcbench_imports(source: str, path: Path, module: str, units: set[str]) -> list[Import]:
+    """Every import of a gcbench module in ``source`` (anywhere in the file), resolved.
+
+    ``module`` is the importing module's dotted name (to resolve relative imports);
+    ``from gcbench import X`` counts as importing unit X when X is a unit.
+    """
+    is_package = path.name == "__init__.py"
+    out: list[Import] = []
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            # from gcbench import config -> gcbench.config; from gcbench.plan import expand -> gcbench.plan
+            targets = [f"{origin}.{alias.name}" if origin == "gcbench" else origin for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target == "gcbench" or target.startswith("gcbench."):
+                out.append(Import(path, node.lineno, target, unit_of(target, units)))
+    return out
+
+
+def all_imports(package: Path = PACKAGE) -> list[tuple[str, Import]]:
+    """``(importing unit, import)`` for every gcbench import of every module of the package."""
+    units = set(RANK)
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        for imp in gcbench_imports(path.read_text(encoding="utf-8"), path, module, units):
+            out.append((path.relative_to(package).parts[0].removesuffix(".py"), imp))
+    return out
+
+
+def where(imp: Import, root: Path = PACKAGE.parents[1]) -> str:
+    """``plugins/gcbench/energy/powercap.py:40``: the import's file (relative to ``root``) and line."""
+    return f"{imp.path.relative_to(root)}:{imp.line}"
+
+
+def upward(imports: list[tuple[str, Import]], root: Path = PACKAGE.parents[1]) -> list[str]:
+    """One line per import that does not point strictly down (its own unit excepted),
+    in file and line order."""
+    bad = []
+    for unit, imp in sorted(imports, key=lambda ui: (str(ui[1].path), ui[1].line, ui[1].target)):
+        if imp.unit == unit:
+            continue
+        if unit not in RANK:
+            bad.append(f"{where(imp, root)}: {unit} has no layer in tests/test_layers.py LAYERS")
+        elif RANK[imp.unit] >= RANK[unit]:
+            direction = "sideways to" if RANK[imp.unit] == RANK[unit] else "up to"
+            bad.append(f"{where(imp, root)}: {unit} (layer {RANK[unit]}) imports {imp.target}, {direction} "
+                       f"{imp.unit} (layer {RANK[imp.unit]})")
+    return bad
+
+
+def test_every_unit_of_the_package_has_a_layer():
+    units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
+             if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())}
+    missing = sorted(units - set(RANK))
+    assert not missing, f"place {missing} in tests/test_layers.py LAYERS (which layers may they import?)"
+    assert sorted(set(RANK) - units) == [], "LAYERS names a unit that no longer exists"
+
+
+def test_lower_layers_never_import_the_runners_the_trial_validation_or_the_report():
+    bad = [f"{where(imp)}: {unit} imports {imp.target}" for unit, imp in all_imports()
+           if unit in LOWER and imp.unit in RUNNERS_AND_REPORT]
+    assert not bad, "lower layers import upwards:\n" + "\n".join(bad)
+
+
+def test_every_import_points_down():
+    bad = upward(all_imports())
+    assert not bad, "imports that do not point down (move the shared definition down):\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_imports_inside_functions_relative_ones_and_from_gcbench(tmp_path):
+    """The test above can fail: an energy module with each kind of upward import."""
+    package = tmp_path / "gcbench"
+    (package / "energy").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "energy" / "__init__.py").write_text("")
+    (package / "energy" / "probe.py").write_text(
+        "from gcbench.errors import MeasurementError\n"     # down: fine
+        "from gcbench.energy import base\n"                 # own unit: fine
+        "def f():\n"
+        "    from gcbench.trial import SkipTrial\n"          # line 4: up, inside a function
+        "from .. import report\n"                           # line 5: relative, up
+        "from gcbench import factory, units\n"              # line 6: factory up, units fine
+        "import gcbench.tokenizer.build\n"                   # line 7: sideways
+    )
+    found = sorted((unit, imp.line, imp.target) for unit, imp in all_imports(package))
+    assert found == [("energy", 1, "gcbench.errors"), ("energy", 2, "gcbench.energy"), ("energy", 4, "gcbench.trial"),
+                     ("energy", 5, "gcbench.report"), ("energy", 6, "gcbench.factory"), ("energy", 6, "gcbench.units"),
+                     ("energy", 7, "gcbench.tokenizer.build")]
+    bad = upward(all_imports(package), root=tmp_path)
+    assert bad == [
+        "gcbench/energy/probe.py:4: energy (layer 2) imports gcbench.trial, up to trial (layer 5)",
+        "gcbench/energy/probe.py:5: energy (layer 2) imports gcbench.report, up to report (layer 6)",
+        "gcbench/energy/probe.py:6: energy (layer 2) imports gcbench.factory, up to factory (layer 8)",
+        "gcbench/energy/probe.py:7: energy (layer 2) imports gcbench.tokenizer.build, sideways to tokenizer (layer 2)",
+    ]
+
+
+@pytest.mark.parametrize("unit", LOWER)
+def test_each_lower_layer_is_below_the_runners_and_the_report(unit):
+    assert all(RANK[unit] < RANK[top] for top in RUNNERS_AND_REPORT)
