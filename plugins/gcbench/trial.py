@@ -40,7 +40,19 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
 
 
 class SkipTrial(GCBenchError):
-    """Raised by a workload that cannot run here on purpose (the reason is stored)."""
+    """Raised by a workload that cannot run here on purpose (the reason is stored).
+
+    Args:
+        *args: the reason (the exception's message).
+        not_in_effect: ``{setting: reason}`` when the trial is skipped because a
+            requested setting cannot be put in effect here (a power cap without
+            CAP_SYS_ADMIN, bf16 on a GPU without it); written to result.json as
+            ``settings_not_in_effect`` so the report marks the group.
+    """
+
+    def __init__(self, *args, not_in_effect: dict[str, str] | None = None):
+        super().__init__(*args)
+        self.not_in_effect = dict(not_in_effect or {})
 
 
 def utcnow() -> str:
@@ -298,12 +310,16 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             + (" (torch imported)" if "torch" in sys.modules else ""))
         with warmup_log() as warmups:
             counts = workloads.load(spec.kind).run(spec, ctx) or {}
+        for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
+            if key in counts:  # what ran, at the top of result.json (not a metric)
+                result[key] = counts.pop(key)
         status = EXIT_OK
         result["status"] = "ok"
     except SkipTrial as exc:
         status = EXIT_SKIPPED
         result["status"] = "skipped"
         result["error"] = str(exc)
+        result[workloads.SETTINGS_NOT_IN_EFFECT] = dict(getattr(exc, "not_in_effect", None) or {})
         log(f"skipped: {exc}")
     except BaseException as exc:  # noqa: BLE001 - any workload failure is recorded, then re-raised below if fatal
         result["error"] = f"{type(exc).__name__}: {exc}"
@@ -381,7 +397,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
+    # Run the module imported under its own name: run as __main__, this file's SkipTrial
+    # would be __main__.SkipTrial, not the gcbench.trial.SkipTrial the workloads (and the
+    # power cap) raise, and a skip would end as a failed trial.
+    from gcbench import trial as _trial
+
+    status = _trial.main()
     # result.json and the logs are written and closed: leave the heap (torch's, for most
     # workloads) out of the collection at exit, which took 0.3-0.4 s per trial with torch
     # loaded; atexit handlers and every finalizer outside cycles still run
