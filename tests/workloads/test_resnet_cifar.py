@@ -27,7 +27,7 @@ def test_fixed_budget_training_returns_samples_loss_accuracy(context, make_spec)
     assert out["accuracy"] * 32 == pytest.approx(round(out["accuracy"] * 32))
     assert out["power_cap_w"] is None and out["gpus"] == 1
     # on a CPU the GPU count asked for is not what ran
-    assert out["settings_not_in_effect"] == {"gpus": "no CUDA device: 1 CPU process, no GPU"}
+    assert out["settings_not_in_effect"] == {"gpus": "no CUDA device: 1 GPU requested, ran in 1 CPU process"}
     assert out["settings_effective"]["gpus"] == 0 and out["settings_effective"]["precision"] == "fp32"
 
 
@@ -64,7 +64,8 @@ def test_ddp_two_processes_gloo_keep_the_same_budget(context, make_spec):
     ctx = context(spec)
     out = resnet_cifar.run(spec, ctx)
     assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == 2
-    assert out["settings_not_in_effect"] == {"gpus": "no CUDA device: 2 CPU processes (DDP over gloo), no GPU"}
+    assert out["settings_not_in_effect"] == {
+        "gpus": "no CUDA device: 2 GPUs requested, ran in 2 CPU processes (DDP over gloo)"}
     assert (out["samples"], out["steps"], out["global_batch"], out["per_gpu_batch"]) == (32, 2, 16, 8)
     assert ctx.order == ["main", "eval"]  # windows opened by rank 0 over the socket
     assert ctx.duration("main") > 0

@@ -411,14 +411,12 @@ def group_not_in_effect(gdf: pd.DataFrame) -> dict[str, str]:
     settings = settings if isinstance(settings, dict) else {}
     out = {}
     for k in sorted(reasons):
-        if k in factors:
-            what = f"{k}={factors[k]}"
-        elif k in settings:
-            what = f"{k}={settings[k]}"
-        else:
-            what = k
         part = f" (in {hits[k]} of {n} trials)" if hits[k] < n else ""
-        out[k] = f"{what} requested, not in effect{part}: {'; '.join(reasons[k])}"
+        if k in factors or k in settings:
+            what = f"{k}={factors[k] if k in factors else settings[k]} requested, not in effect"
+        else:  # a default the plan did not set: the reason says what was asked for
+            what = f"{k} not in effect"
+        out[k] = f"{what}{part}: {'; '.join(reasons[k])}"
     return out
 
 

@@ -267,8 +267,10 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
     notes = [f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
              f"energy of the measured window / tokens; the median of the per-trial values over the "
              f"valid trials with its BCa bootstrap CI ({a.settings.n_resamples:,} resamples); pooled "
-             f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials. "
-             f"{_delta_note(changes, f'the median J/token against {ref_text} ({vs}) in the same regime', 'negative: less energy per token than the reference')}"]
+             f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials "
+             f"(none below {stats.MIN_N_CI} trials). "
+             + _delta_note(changes, f"the median J/token against {ref_text} ({vs}) in the same regime",
+                           "negative: less energy per token than the reference")]
     notes += _no_ci_note(groups, "j_per_token")
     if missing_ref:
         notes.append(f"No {ref_text} group to compare with: {', '.join(missing_ref)}.")

@@ -98,7 +98,8 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                 treatment=f"{r.factor}={r.treatment_level}", baseline=f"{r.factor}={r.baseline_level}",
                 metric=info(c.metric).label, unit=u.label, n=f"{c.n_treatment} vs {c.n_baseline}",
                 medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
-                pct="–", ci="–", p_mw="–", p_mw_holm="–", p_welch="–", p_welch_holm="–", cliff="–", hl="–",
+                pct="–", ci="–", p_mw="–", p_mw_holm="–", p_welch="–", p_welch_holm="–", cliff="–",
+                hl="–",
                 verdict="not compared", simulated=r.simulated, note=r.not_compared))
             continue
         if c.pct_ci_low is None and c.pct_change is not None:

@@ -357,7 +357,7 @@ def settings_in_effect(cfg: dict[str, Any], on_cuda: bool) -> dict[str, Any]:
     gpus = int(cfg["gpus"])
     procs = "1 CPU process" if gpus == 1 else f"{gpus} CPU processes (DDP over gloo)"
     used: dict[str, Any] = {"gpus": 0}
-    not_in_effect = {"gpus": f"no CUDA device: {procs}, no GPU"}
+    not_in_effect = {"gpus": f"no CUDA device: {gpus} GPU{'s' if gpus > 1 else ''} requested, ran in {procs}"}
     if cfg["precision"] == "amp":
         used["precision"] = "amp-bf16-cpu"
         not_in_effect["precision"] = AMP_ON_CPU
