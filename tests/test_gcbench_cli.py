@@ -110,3 +110,40 @@ def test_report_finds_a_run_by_its_id_its_folder_name_or_its_folder(pg_url, tmp_
         with pytest.raises(StoreError, match=r"exists for several plans \(other, smoke\); give --plan"):
             find_run(conn, "manual__shared")
         assert find_run(conn, "manual__shared", "other")[:2] == ("other", "manual__shared")
+
+
+@pytest.mark.integration
+def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
+    """`gcbench runs` as a table with its column heads (as `gcbench plan expand`), the invalid
+    trials counted beside the valid and failed ones; --json gives the same rows."""
+    import json
+    import os
+
+    from gcbench.plan import expand, plan_from_text
+    from gcbench.store import db, ingest
+
+    plan = plan_from_text("name: listed\nworkloads: [{name: n, kind: noop}]\nrepetitions: 5\n")
+    with db.connection(pg_url) as conn:
+        pk = ingest.register_run(conn, plan, plan.dag_id, "manual__listed", None)
+        with conn.cursor() as cur:
+            for spec, (status, valid) in zip(expand(plan), [("ok", True), ("ok", True), ("ok", False),
+                                                          ("failed", None), ("skipped", None)]):
+                cur.execute("INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
+                            "spec, status, valid) VALUES (%s, %s, 'listed', %s, 'n', 'noop', %s, %s, %s, %s)",
+                            (pk, spec.trial_id, spec.variant, spec.repetition, spec.model_dump_json(), status, valid))
+        conn.commit()
+    env = {**os.environ, "GCBENCH_HOME": str(tmp_path / "home"), "GCBENCH_DATABASE_URL": pg_url}
+    script = Path(sys.executable).with_name("gcbench")
+    proc = subprocess.run([str(script), "runs"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(line for line in lines if "run id" in line)
+    assert [c.strip() for c in head.strip("┃│ ").split("┃")] == [
+        "plan", "run id", "logical date", "trials", "valid", "invalid", "failed", "skipped", "report"]
+    row = next(line for line in lines if "manual__listed" in line)
+    assert [c.strip() for c in row.strip("│ ").split("│")] == [
+        "listed", "manual__listed", "-", "5", "2", "1", "1", "1", "no report"]
+    as_json = subprocess.run([str(script), "runs", "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert json.loads(as_json.stdout) == [{
+        "plan": "listed", "run_id": "manual__listed", "logical_date": None, "trials": 5, "valid": 2, "invalid": 1,
+        "failed": 1, "skipped": 1, "report": None}]

@@ -70,6 +70,30 @@ def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
     assert result["environment"]["sampler_stats"]["simulated_tail_s"] > 0.9
     assert main["gpu"][0]["cross_check_verdict"] == "ok"
     assert (out / "samples.sampler.log").exists()
+    # what ran, at the top of result.json: every setting as requested, none out of effect
+    assert result["settings_effective"] == {"tick_s": 0.01, "note": "", "kill_self_after_s": None}
+    assert result["settings_not_in_effect"] == {}
+    assert "settings_effective" not in result["counts"] and "settings_effective" not in result["metrics"]
+
+
+def test_trial_skipped_for_a_setting_it_cannot_apply_names_that_setting(tmp_path):
+    """A power cap on a machine without a GPU (or without CAP_SYS_ADMIN) skips the trial;
+    result.json says which requested setting was not in effect, for the report."""
+    plan = plan_from_text(
+        "name: capskip\nenergy: {backend: simulated}\nworkloads:\n  - name: r\n    kind: resnet_cifar\n"
+        "    settings: {dataset: synthetic, synthetic_train_per_batch: 16, synthetic_test: 16, global_batch: 16,\n"
+        "               train_samples: 16, power_cap_w: 250}\n")
+    spec = expand(plan)[0]
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    result = json.loads((out / "result.json").read_text())
+    assert proc.returncode == 3 and result["status"] == "skipped", proc.stdout + proc.stderr
+    assert list(result["settings_not_in_effect"]) == ["power_cap_w"]
+    assert result["settings_not_in_effect"]["power_cap_w"].startswith("250 W cap not applied: ")
+    assert result["error"] in result["settings_not_in_effect"]["power_cap_w"]
 
 
 def test_unwritable_output_folder_fails_before_the_window(tmp_path):

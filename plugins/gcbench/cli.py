@@ -175,7 +175,8 @@ def report_cmd(
     paper: bool = typer.Option(False, "--paper", help="Also write the study's headline tables "
                                "(paper.md, paper.tex: LaTeX booktabs) and print their paths."),
 ) -> None:
-    """Write (again) the report of a stored run and print its path."""
+    """Write (again) the report of a stored run and print the paths of report.html and
+    report.md (and with --paper, of paper.md and paper.tex)."""
     from gcbench.plan.schema import Plan as PlanModel
     from gcbench.report.build import report_run
     from gcbench.store import db
@@ -184,6 +185,7 @@ def report_cmd(
         _, run_id, plan_json = find_run(conn, run, plan)
     path = report_run(PlanModel.model_validate(plan_json), run_id, paper=paper)
     typer.echo(str(path))
+    typer.echo(str(path.with_name("report.md")))
     if paper:
         typer.echo(str(path.with_name("paper.md")))
         typer.echo(str(path.with_name("paper.tex")))
@@ -201,26 +203,55 @@ def doctor_cmd(
     typer.echo(json.dumps(findings, indent=2, default=str) if as_json else doctor.format_text(findings))
 
 
+RUNS_COLUMNS = ("plan", "run id", "logical date", "trials", "valid", "invalid", "failed", "skipped", "report")
+"""The columns of ``gcbench runs`` (and the keys of ``--json``, spaces as underscores)."""
+
+
 @app.command("runs")
 def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's runs."),
-             limit: int = typer.Option(20, help="How many of the newest runs.")) -> None:
-    """List stored DAG runs (newest first) with their trials and report path."""
+             limit: int = typer.Option(20, help="How many of the newest runs."),
+             as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON.")) -> None:
+    """List stored DAG runs (newest first): trials, valid, invalid (measured but failed
+    validation), failed, skipped, and the report's path."""
     from gcbench.store import db
 
     with db.connection() as conn, conn.cursor() as cur:
         cur.execute(
             "SELECT r.plan_name, r.run_id, r.logical_date, count(t.id), count(t.id) FILTER (WHERE t.valid), "
-            "count(t.id) FILTER (WHERE t.status = 'failed'), rep.html_path FROM dag_runs r "
+            "count(t.id) FILTER (WHERE t.status = 'ok' AND t.valid = false), "
+            "count(t.id) FILTER (WHERE t.status = 'failed'), count(t.id) FILTER (WHERE t.status = 'skipped'), "
+            "rep.html_path FROM dag_runs r "
             "LEFT JOIN trials t ON t.dag_run_id = r.id LEFT JOIN reports rep ON rep.dag_run_id = r.id "
             "WHERE (%s::text IS NULL OR r.plan_name = %s) GROUP BY r.id, rep.html_path "
             "ORDER BY r.created_at DESC LIMIT %s", (plan, plan, limit))
         rows = cur.fetchall()
+    records = [dict(zip((c.replace(" ", "_") for c in RUNS_COLUMNS),
+                        (plan_name, run_id, logical.isoformat() if logical else None, n, valid, invalid, failed,
+                         skipped, html)))
+               for plan_name, run_id, logical, n, valid, invalid, failed, skipped, html in rows]
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
     if not rows:
         typer.echo("no stored runs" + (f" of plan {plan!r}" if plan else ""))
         return
-    for plan_name, run_id, logical, n, valid, failed, html in rows:
-        when = logical.isoformat() if logical else "-"
-        typer.echo(f"{plan_name}\t{run_id}\tlogical {when}\t{n} trials, {valid} valid, {failed} failed\t{html or 'no report'}")
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(f"{len(rows)} stored run{'s' if len(rows) != 1 else ''}, newest first"
+                               + (f" (plan {plan})" if plan else "")))
+    for col in RUNS_COLUMNS:
+        table.add_column(col, justify="right" if col in ("trials", "valid", "invalid", "failed", "skipped")
+                         else "left")
+    for r in records:
+        table.add_row(escape(r["plan"]), escape(r["run_id"]), r["logical_date"] or "-", *(
+            str(r[k]) for k in ("trials", "valid", "invalid", "failed", "skipped")), escape(r["report"] or "no report"))
+    console = Console()
+    if not console.is_terminal:  # piped: no wrapping or cut-off ids and paths, as gcbench plan expand
+        widest = max(len(r["run_id"]) + len(r["report"] or "no report") + len(r["plan"]) for r in records)
+        console = Console(width=max(160, widest + 90))
+    console.print(table)
 
 
 def usage_message(exc: Exception) -> str:

@@ -86,4 +86,15 @@ class SkipTrial(GCBenchError):
     "skipped" with the message as the reason. Defined here, not in the trial module, so
     that workloads and sensors (:mod:`gcbench.energy.powercap`) can raise it without
     importing the layer that runs them.
+
+    Args:
+        *args: the reason (the exception's message).
+        not_in_effect: ``{setting: reason}`` when the trial is skipped because a
+            requested setting cannot be put in effect here (a power cap without
+            CAP_SYS_ADMIN, bf16 on a GPU without it); written to result.json as
+            ``settings_not_in_effect`` so the report marks the group.
     """
+
+    def __init__(self, *args: object, not_in_effect: dict[str, str] | None = None) -> None:
+        super().__init__(*args)
+        self.not_in_effect = dict(not_in_effect or {})

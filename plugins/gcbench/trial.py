@@ -297,12 +297,16 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             + (" (torch imported)" if "torch" in sys.modules else ""))
         with warmup_log() as warmups:
             counts = workloads.load(spec.kind).run(spec, ctx) or {}
+        for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
+            if key in counts:  # what ran, at the top of result.json (not a metric)
+                result[key] = counts.pop(key)
         status = EXIT_OK
         result["status"] = "ok"
     except SkipTrial as exc:
         status = EXIT_SKIPPED
         result["status"] = "skipped"
         result["error"] = str(exc)
+        result[workloads.SETTINGS_NOT_IN_EFFECT] = dict(getattr(exc, "not_in_effect", None) or {})
         log(f"skipped: {exc}")
     except BaseException as exc:  # noqa: BLE001 - any workload failure is recorded, then re-raised below if fatal
         result["error"] = f"{type(exc).__name__}: {exc}"

@@ -145,6 +145,10 @@ def test_ctrl_c_stops_stores_reports_and_leaves_no_process(gcbench_env):
         [t for t in trials if t[2] == "ok"]  # the trials done before were not run again
     assert _ours(home) == []
     (_, interrupted_at, notes), = _run_state(env)
-    assert interrupted_at is None and notes == []
+    # the run's state follows the last attempt; its history stays, at the top of its report
+    assert interrupted_at is None and len(notes) == 1
+    assert re.fullmatch(rf"Interrupted by SIGINT \(Ctrl-C\) after {done_n} of 4 trials at [-\d]+ [:\d]+ UTC; "
+                        r"resumed at [-\d]+ [:\d]+ UTC\.", notes[0]), notes
+    assert notes[0] in report.with_name("report.md").read_text()
     assert not (Path(home) / "runs" / "ctrlc" / "interrupted.json").exists()
     assert _ours(home) == []

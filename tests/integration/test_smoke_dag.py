@@ -80,12 +80,13 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     cli = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"]], capture_output=True,
                          text=True, env=env, timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert cli.stdout.strip() == str(report)
+    assert cli.stdout.split() == [str(report), str(report.with_name("report.md"))]
     # --paper adds the study's headline tables beside it
     paper = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"], "--paper"],
                            capture_output=True, text=True, env=env, timeout=300)
     assert paper.returncode == 0, paper.stderr[-2000:]
-    assert paper.stdout.split() == [str(report), str(report.with_name("paper.md")), str(report.with_name("paper.tex"))]
+    assert paper.stdout.split() == [str(report), str(report.with_name("report.md")), str(report.with_name("paper.md")),
+                                    str(report.with_name("paper.tex"))]
     tex = report.with_name("paper.tex").read_text()
     assert "\\toprule" in tex and "\\textbf{SIMULATED}" in tex and "GPU energy per token" in tex
     missing = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", "no-such-run"], capture_output=True,
@@ -94,4 +95,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     runs = subprocess.run([sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env,
                           timeout=300)
     assert runs.returncode == 0
-    assert f"smoke\t{status['run_id']}\t" in runs.stdout and f"21 trials, {n_valid} valid, 0 failed" in runs.stdout
+    row = next(line for line in runs.stdout.splitlines() if status["run_id"] in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[:2] == ["smoke", status["run_id"]]
+    assert cells[3:] == ["21", str(n_valid), str(21 - n_valid), "0", "0", str(report)]

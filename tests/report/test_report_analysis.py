@@ -53,20 +53,40 @@ def test_twins_that_disagree_make_their_group_inconclusive_and_untested():
     assert all("disagree; not tested" in r.result.note for r in rows)
 
 
-def test_baseline_rules():
-    s = ReportSettings(baseline={"path": "torch"})
-    assert baseline_level("path", ["torch", "external-go"], s) == "torch"
-    assert baseline_level("path", ["torch", "external-go"], ReportSettings()) == "external-go"
-    assert baseline_level("power_cap_w", [250, 300, 200], ReportSettings()) == 300
-    assert baseline_level("gpus", [2, 1], ReportSettings()) == 1
+def test_default_baselines_follow_the_studies():
+    d = ReportSettings()
+    # the regime study compares against pure PyTorch and pageable memory, whatever sorts first
+    assert baseline_level("path", ["external-go", "external-rust", "torch"], d) == "torch"
+    assert baseline_level("memory", ["pinned", "pageable"], d) == "pageable"
+    # the multi-GPU study: uncapped FP32 on the fewest GPUs
+    assert baseline_level("precision", ["amp", "fp32"], d) == "fp32"
+    assert baseline_level("power_cap_w", [250, 300, 200], d) == 300
+    assert baseline_level("power_cap_w", [250, None, 200], d) is None  # no cap at all
+    assert baseline_level("gpus", [2, 1, 4], d) == 1
+    # a factor the studies do not name: the first level in sorted order
+    assert baseline_level("batch_size", [32, 16], d) == 16
+
+
+def test_plan_baseline_overrides_the_study_default():
+    s = ReportSettings(baseline={"path": "external-go", "memory": "pinned"})
+    assert baseline_level("path", ["torch", "external-go"], s) == "external-go"
+    assert baseline_level("memory", ["pinned", "pageable"], s) == "pinned"
+
+
+def test_path_comparisons_are_against_pure_pytorch_by_default():
+    data = make_report_data(kinds=("tinylm",), n_rep=6, failures=False)
+    a = analyze(data, ReportSettings.from_plan(data.plan, n_resamples=300))
+    assert {r.baseline_level for r in a.comparisons} == {"torch"}
+    assert any("path=external-go raised GPU J/token" in h for h in a.headlines)
+    assert a.baseline_for("tinylm-infer", "path") == "torch"
 
 
 def test_plan_baseline_flips_the_comparison():
     data = make_report_data(kinds=("tinylm",), n_rep=6, failures=False)
-    data.plan["report"] = {"baseline": {"path": "torch"}}
+    data.plan["report"] = {"baseline": {"path": "external-go"}}
     a = analyze(data, ReportSettings.from_plan(data.plan, n_resamples=300))
-    assert {r.baseline_level for r in a.comparisons} == {"torch"}
-    assert any("path=external-go raised GPU J/token" in h for h in a.headlines)
+    assert {r.baseline_level for r in a.comparisons} == {"external-go"}
+    assert any("path=torch cut GPU J/token" in h for h in a.headlines)
 
 
 def test_co2e_is_energy_times_intensity_with_band():
@@ -112,8 +132,8 @@ def test_headlines_significant_first_and_non_significant_phrased_as_no_differenc
     assert any(re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\) \(95 % CI "
                          r"[-+][\d.]+ % to [-+][\d.]+ %; p [=<] [\d.]+, significant\)", h)
                for h in heads)
-    pattern = (r"^tinylm-infer: no significant difference in GPU J/token between "
-               r"path=external-rust and path=external-go \(change [-+]\d+\.\d\d %, 95 % CI "
+    pattern = (r"^tinylm-infer: no significant difference in throughput between "
+               r"path=external-rust and path=torch \(change [-+]\d+\.\d\d %, 95 % CI "
                r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %; p = [\d.]+\)\.$")
     assert any(re.search(pattern, h) for h in heads)
     assert not any("not significant" in h for h in heads)

@@ -36,10 +36,10 @@ def test_html_is_self_contained_with_every_plot_embedded(measured_report):
 def test_headlines_in_the_studies_form_with_ci_and_significance(measured_report):
     _, paths = measured_report
     html = paths.html.read_text(encoding="utf-8")
-    pattern = (r"path=torch cut GPU J/token by \d+\.\d\d % \(95 % CI [-+]\d+\.\d\d % to "
-               r"[-+]\d+\.\d\d %; p [=<] [\d.]+, significant\) against path=external-go")
-    nsig = (r"no significant difference in GPU J/token between path=torch and "
-            r"path=external-go \(change [-+]\d+\.\d\d %, 95 % CI [-+]\d+\.\d\d % to "
+    pattern = (r"path=external-go raised GPU J/token by \d+\.\d\d % \(95 % CI [-+]\d+\.\d\d % to "
+               r"[-+]\d+\.\d\d %; p [=<] [\d.]+, significant\) against path=torch")
+    nsig = (r"no significant difference in GPU J/token between path=external-go and "
+            r"path=torch \(change [-+]\d+\.\d\d %, 95 % CI [-+]\d+\.\d\d % to "
             r"[-+]\d+\.\d\d %; p [=<] [\d.]+\)")
     assert re.search(pattern, html) or re.search(nsig, html), "tinylm-train headline missing"
     assert re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\)", html) or \
@@ -56,11 +56,11 @@ def test_small_groups_are_inconclusive_and_no_headline(simulated_report):
     assert 'class="inconclusive">inconclusive' in row
     comparisons = _section(html, "comparisons")
     rows = [r.split("</tr>")[0] for r in comparisons.split("<tr>")]
-    torch_rows = [r for r in rows if "<td>path=torch vs path=external-go</td>" in r
+    torch_rows = [r for r in rows if "<td>path=external-go vs path=torch</td>" in r
                   and "<td>tinylm-infer</td>" in r]
     assert torch_rows and all('class="inconclusive">inconclusive' in r for r in torch_rows)
     heads = _section(html, "headlines")
-    assert "path=torch against path=external-go" not in heads
+    assert "path=external-go against path=torch" not in heads
     assert "without a CI (fewer than 3 valid trials in a group) are not a headline" in heads
 
 

@@ -4,16 +4,18 @@ Data: SYNTHETIC (tests/report/synthetic.py)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic import make_report_data
 
 from gcbench.report import write_report
 from gcbench.report.analysis import ReportSettings, analyze, fmt_num
-from gcbench.report.paper import latex_escape, paper_tables, to_latex
+from gcbench.report.paper import latex_escape, paper_tables, to_latex, to_markdown
 
 FAST = ReportSettings(n_resamples=300)
 
@@ -188,3 +190,47 @@ def test_settings_a_plan_fixes_come_from_what_the_trials_recorded():
     g = _rows(gpu)
     assert {(r["gpus"], r["precision"]) for r in g} == {("1", "fp32")}
     assert sorted(r["power_cap_w"] for r in g) == ["200", "250", "300"]
+
+
+def test_changes_of_small_groups_are_no_result_and_the_note_says_what_the_cells_hold():
+    """2 vs 2 trials: no CI, so no "+3505.43 %" as a result; no group has a median either,
+    so the note does not announce "median [95 % CI]" cells."""
+    data = make_report_data(kinds=("tinylm", "h2d"), n_rep=2, failures=False)
+    a = analyze(data, FAST)
+    jt, h2d = paper_tables(a)
+    for r in _rows(jt):
+        change = r["Δ GPU J/token vs pure PyTorch"]
+        assert change == "reference" if r["path"] == "torch" else change == "n too small (2 vs 2)"
+        assert r["GPU J/token (mJ/token)"].startswith("trials: ")
+    for r in _rows(h2d):
+        assert r["bandwidth ratio pinned/pageable"] == r["J/GB ratio pinned/pageable"] == "n too small (2 vs 2)"
+    for t in (jt, h2d):
+        assert t.notes[0].startswith('Cells: "trials: a, b": each valid trial\'s value, where a group has fewer '
+                                     'than 3 valid trials (no median, no CI); no group here has the 3 valid '
+                                     'trials a median with a CI needs.')
+        assert "median [95 % CI]" not in t.notes[0]
+        assert "no change here is a result" in t.notes[0] and "n too small" in t.notes[0]
+    md = to_markdown([jt, h2d], a)
+    assert not re.search(r"[-+]\d+\.\d\d %", md)
+
+
+def test_mixed_tables_say_both_kinds_of_cells_and_inconclusive_changes_say_why():
+    data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    t = data.trials
+    # tinylm-infer external-go: two valid repetitions whose throughputs disagree (the twin rule)
+    go = t.index[t["variant"] == "tinylm-infer[mode=infer,path=external-go]"]
+    t.loc[go[0], "valid"] = False
+    flag = "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); " \
+           "the group is inconclusive"
+    t.loc[go[1:], "flags"] = pd.Series([[flag]] * len(go[1:]), index=go[1:])
+    a = analyze(data, FAST)
+    jt = paper_tables(a)[0]
+    rows = {(r["regime"], r["path"]): r for r in _rows(jt)}
+    assert rows[("infer", "external-go")]["Δ GPU J/token vs pure PyTorch"] == (
+        "inconclusive (the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+        "the group is inconclusive)")
+    assert re.fullmatch(r"[-+]\d+\.\d\d % \[[-+]\d+\.\d\d %, [-+]\d+\.\d\d %\]",
+                        rows[("infer", "external-rust")]["Δ GPU J/token vs pure PyTorch"])
+    assert jt.notes[0].startswith('Cells: median [95 % CI] over valid trials, or "trials: a, b"')
+    assert "Δ: percentage change of the median J/token against path=torch (pure PyTorch)" in jt.notes[0]
+    assert "(inconclusive)" in jt.notes[0]

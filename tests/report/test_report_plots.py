@@ -122,3 +122,45 @@ def test_one_panel_per_metric_and_no_duplicate_energy_figure(measured_plots):
     assert "energy_resnet50_cifar10" not in measured_plots  # GPU energy is its primary panel
     assert len(measured_plots["metric_resnet50_cifar10"].figure.axes) == 2
     assert "energy_tinylm_infer" in measured_plots
+
+
+def test_co2e_title_speaks_of_a_band_only_when_one_is_drawn(measured_plots):
+    banded = measured_plots["co2e"]
+    assert banded.title == "CO2e per group with sensitivity band"
+    assert banded.figure.axes[0].get_title() == "CO2e per group with sensitivity band"
+    assert banded.figure.axes[0].collections  # the pale green bars
+    small = analyze(make_report_data(kinds=("tinylm",), n_rep=2, failures=False), FAST)
+    p = next(p for p in plots.make_plots(small) if p.name == "co2e")
+    assert p.title == "CO2e per group" and p.figure.axes[0].get_title() == "CO2e per group"
+    assert not p.figure.axes[0].collections and "Pale green" not in p.caption
+    assert "band" not in p.title
+
+
+def test_grey_means_inconclusive_for_the_reasons_the_groups_have():
+    data = make_report_data(kinds=("tinylm",), n_rep=2, failures=False)
+    t = data.trials
+    apart = t["variant"] == "tinylm-infer[mode=infer,path=torch]"
+    flag = ("twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+            "the group is inconclusive")
+    t.loc[apart, "flags"] = t.loc[apart, "flags"].map(lambda f: list(f) + [flag])
+    p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_tinylm_infer")
+    assert ("Grey dots: inconclusive groups (two valid repetitions too far apart in throughput; each group's "
+            "reason is in its table), not tested.") in p.caption
+    assert "fewer than 2 valid repetitions" not in p.caption
+    assert "inconclusive (reason in the table)" in [t.get_text() for t in p.figure.legends[0].get_texts()]
+    # one valid trial left in a group: both reasons, each where it applies
+    t.loc[t.index[(t["variant"] == "tinylm-infer[mode=infer,path=external-go]")][0], "valid"] = False
+    p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_tinylm_infer")
+    assert ("Grey dots: inconclusive groups (fewer than 2 valid repetitions or two valid repetitions too far "
+            "apart in throughput; each group's reason is in its table), not tested.") in p.caption
+
+
+def test_a_level_not_in_effect_is_marked_on_the_axis():
+    data = make_report_data(kinds=("h2d",), n_rep=3, failures=False)
+    data.trials["settings_not_in_effect"] = [
+        {"memory": "no CUDA device: pinned memory unavailable"} if f["memory"] == "pinned" else {}
+        for f in data.trials["factors"]]
+    p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_h2d")
+    ticks = [t.get_text() for t in p.figure.axes[0].get_xticklabels()]
+    assert "memory=pinned (not in effect), size_mib=64" in ticks and "memory=pageable, size_mib=64" in ticks
+    assert 'A label marked "(not in effect)": that requested level did not run as asked' in p.caption

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -320,3 +321,57 @@ def test_collect_twice_is_unchanged_when_numbers_read_back_differently_from_json
     (tmp_path / spec.trial_id / "result.json").write_text(json.dumps(result))
     assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "stored"
     assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "unchanged"
+
+
+def _run_state(conn, pk):
+    with conn.cursor() as cur:
+        cur.execute("SELECT notes, interrupted_at FROM gcbench.dag_runs WHERE id = %s", (pk,))
+        row = cur.fetchone()
+    conn.commit()
+    return row
+
+
+def test_a_resumed_run_keeps_its_interruption_as_history(conn, run_pk):
+    """After Ctrl-C and a resume the run's state follows the last attempt (not interrupted),
+    and its report still says it was interrupted, when, and when it resumed."""
+    note = "Interrupted by SIGINT (Ctrl-C) after 13 of 21 trials; running it again does the 8 missing ones."
+    assert ingest.add_run_note(conn, run_pk, note, interrupted=True)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE gcbench.dag_runs SET interrupted_at = '2026-12-01 05:34:40+00' WHERE id = %s", (run_pk,))
+    conn.commit()
+    ingest.reset_run_outcome(conn, run_pk)  # the resumed attempt starts
+    notes, interrupted_at = _run_state(conn, run_pk)
+    assert interrupted_at is None and len(notes) == 1
+    assert re.fullmatch(r"Interrupted by SIGINT \(Ctrl-C\) after 13 of 21 trials at 2026-12-01 05:34:40 UTC; "
+                        r"resumed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.", notes[0]), notes
+    first = notes[0]
+    # interrupted again and resumed again: both stay, in order; a later attempt's reset keeps them
+    again = "Interrupted by SIGTERM after 20 of 21 trials; running it again does the 1 missing one."
+    assert ingest.add_run_note(conn, run_pk, again, interrupted=True)
+    ingest.reset_run_outcome(conn, run_pk)
+    ingest.reset_run_outcome(conn, run_pk)
+    notes, interrupted_at = _run_state(conn, run_pk)
+    assert interrupted_at is None and notes[0] == first
+    assert notes[1].startswith("Interrupted by SIGTERM after 20 of 21 trials at ") and "; resumed at " in notes[1]
+    assert len(notes) == 2
+
+
+def test_a_rerun_drops_the_last_attempts_outcome_notes(conn, run_pk):
+    ingest.add_run_note(conn, run_pk, "Nothing to run: all 4 trials of this run were already stored.")
+    ingest.reset_run_outcome(conn, run_pk)
+    assert _run_state(conn, run_pk) == ([], None)
+
+
+def test_the_report_reads_what_each_trial_said_was_not_in_effect(conn, run_pk, tmp_path):
+    specs = {s.settings["memory"]: s for s in expand(PLAN)}
+    pinned, pageable = specs["pinned"], specs["pageable"]
+    reason = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
+    for spec, extra in ((pinned, {"settings_not_in_effect": {"memory": reason}}), (pageable, {})):
+        result = write_trial(tmp_path / spec.trial_id, spec)
+        result.update(extra)
+        (tmp_path / spec.trial_id / "result.json").write_text(json.dumps(result))
+        ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id)
+    df = queries.trials_frame(conn, run_pk).set_index("trial_id")
+    assert df.loc[pinned.trial_id, "settings_not_in_effect"] == {"memory": reason}
+    assert df.loc[pageable.trial_id, "settings_not_in_effect"] is None  # not recorded (a trial of before)
+    assert df.loc[pinned.trial_id, "settings"]["memory"] == "pinned"

@@ -21,6 +21,17 @@ def test_cpu_copy_is_reported_as_host_copy_not_gpu(context, make_spec):
     assert "no CUDA" in out["note"]
     assert out["pin_inside_window"] is False and out["pin_s"] is None
     assert ctx.order == ["main"]
+    # the uniform record of what ran: pinned was asked for, pageable host memory was copied
+    assert out["settings_effective"]["memory"] == "pageable"
+    assert out["settings_not_in_effect"] == {
+        "memory": "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"}
+
+
+def test_pageable_memory_is_in_effect_without_cuda(context, make_spec):
+    spec = make_spec("h2d", {"memory": "pageable", "size_bytes": MIB}, window=Amount(steps=2))
+    out = h2d.run(spec, context(spec))
+    assert out["settings_not_in_effect"] == {}
+    assert out["settings_effective"] == {"memory": "pageable", "size_bytes": MIB, "pin_inside_window": False}
 
 
 def test_pageable_seconds_window_counts_whole_copies(context, make_spec):
@@ -31,6 +42,8 @@ def test_pageable_seconds_window_counts_whole_copies(context, make_spec):
     assert out["copies"] >= 1
     assert out["bytes"] == out["copies"] * MIB
     assert out["pin_inside_window"] is True  # echoed as set, even where it has no effect
+    assert out["settings_not_in_effect"] == {"pin_inside_window": "nothing was pinned (pageable memory)"}
+    assert out["settings_effective"]["pin_inside_window"] is False
     assert ctx.duration() >= 0.1
 
 

@@ -26,6 +26,9 @@ def test_fixed_budget_training_returns_samples_loss_accuracy(context, make_spec)
     assert out["test_samples"] == 32
     assert out["accuracy"] * 32 == pytest.approx(round(out["accuracy"] * 32))
     assert out["power_cap_w"] is None and out["gpus"] == 1
+    # on a CPU the GPU count asked for is not what ran
+    assert out["settings_not_in_effect"] == {"gpus": "no CUDA device: 1 GPU requested, ran in 1 CPU process"}
+    assert out["settings_effective"]["gpus"] == 0 and out["settings_effective"]["precision"] == "fp32"
 
 
 def test_warmup_does_not_change_the_measured_run(context, make_spec):
@@ -40,6 +43,9 @@ def test_amp_on_cpu_is_bf16_autocast_and_says_so(context, make_spec):
     spec = make_spec("resnet_cifar", {**TINY, "train_samples": 16, "precision": "amp"})
     out = resnet_cifar.run(spec, context(spec))
     assert out["precision"] == "amp" and out["precision_effective"] == "amp-bf16-cpu"
+    assert out["settings_not_in_effect"]["precision"] == (
+        "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)")
+    assert out["settings_effective"]["precision"] == "amp-bf16-cpu"
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -58,6 +64,8 @@ def test_ddp_two_processes_gloo_keep_the_same_budget(context, make_spec):
     ctx = context(spec)
     out = resnet_cifar.run(spec, ctx)
     assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == 2
+    assert out["settings_not_in_effect"] == {
+        "gpus": "no CUDA device: 2 GPUs requested, ran in 2 CPU processes (DDP over gloo)"}
     assert (out["samples"], out["steps"], out["global_batch"], out["per_gpu_batch"]) == (32, 2, 16, 8)
     assert ctx.order == ["main", "eval"]  # windows opened by rank 0 over the socket
     assert ctx.duration("main") > 0
@@ -123,9 +131,12 @@ def test_no_permission_skips_before_any_training(context, make_spec, monkeypatch
     _Nvml(monkeypatch, deny=True)
     spec = make_spec("resnet_cifar", {**TINY, "power_cap_w": 250}, devices=[0])
     ctx = context(spec)
-    with pytest.raises(PowerCapPermissionError, match="CAP_SYS_ADMIN"):
+    with pytest.raises(PowerCapPermissionError, match="CAP_SYS_ADMIN") as err:
         resnet_cifar.run(spec, ctx)
     assert ctx.windows == {}
+    # the skip names the setting that could not be put in effect, for the report
+    assert list(err.value.not_in_effect) == ["power_cap_w"]
+    assert err.value.not_in_effect["power_cap_w"].startswith("250 W cap not applied: gpu0: no permission")
 
 
 def test_ddp_worker_failure_is_reported_with_its_log(context, make_spec):

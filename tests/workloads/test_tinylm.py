@@ -129,6 +129,12 @@ def test_reduced_precision_on_cpu_says_what_ran(context, make_spec, cache, preci
                      window=Amount(steps=2))
     out = tinylm.run(spec, context(spec))
     assert out["precision_effective"] == effective and math.isfinite(out["loss"])
+    assert out["settings_effective"]["precision"] == effective
+    if precision == "amp":  # bfloat16 autocast on the CPU is not the float16 AMP a GPU runs
+        assert out["settings_not_in_effect"] == {
+            "precision": "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)"}
+    else:  # the weights really are bfloat16
+        assert out["settings_not_in_effect"] == {}
 
 
 def test_failing_native_tokenizer_reports_its_stderr(context, make_spec, cache, tmp_path):

@@ -19,12 +19,19 @@ Rules applied here (and stated in the report):
   ``stats.MIN_N_CI`` valid trials per side); the others stay in the comparisons table.
 * Comparisons are made inside one workload between variants that differ in exactly one
   factor, each non-baseline level against the baseline level. The baseline is the
-  plan's ``report.baseline[factor]`` when given, else the highest value of a power-cap
-  factor (the uncapped reference), else FP32 for a precision factor (the full-precision
-  reference), else the first level in sorted order (the fewest GPUs, the smallest size). Numeric
-  factors with three or more levels (sizes, batch sizes, GPU counts) are sweeps:
-  summarized and plotted, not tested, unless named in ``report.compare`` or
-  ``report.baseline``; power caps are always compared.
+  study's reference (:func:`baseline_level`, the one rule of the report, the paper
+  tables and the trade-off): the plan's ``report.baseline[factor]`` when given, else no
+  cap (or the highest cap) for a power-cap factor, FP32 for a precision factor, pure
+  PyTorch (``torch``) for ``path``, ``pageable`` for ``memory``, else the first level in
+  sorted order (the fewest GPUs, the smallest size). Numeric factors with three or more
+  levels (sizes, batch sizes, GPU counts) are sweeps: summarized and plotted, not
+  tested, unless named in ``report.compare`` or ``report.baseline``; power caps are
+  always compared.
+* A requested setting that did not run as asked (a trial's ``settings_not_in_effect``:
+  pinned memory or float16 AMP without CUDA, a GPU count on a CPU, a power cap that
+  could not be set) marks its group ("memory=pinned requested, not in effect: ..."), and
+  no two groups are compared along that setting: such a comparison is listed as "not
+  compared" with the reason, never tested, never a headline.
 * CO2e = energy (kWh) x the plan's carbon intensity, with the band's low and high
   intensities as sensitivity (``carbon.intensity_kg_per_kwh``, ``carbon.band``).
 """
@@ -168,6 +175,8 @@ def normalize_trials(trials: pd.DataFrame) -> pd.DataFrame:
     df["reasons"] = [_as_list(v) for v in df["reasons"]]
     df["flags"] = [_as_list(v) for v in df["flags"]]
     df["factors"] = [_as_dict(v) for v in df["factors"]]
+    df["settings_not_in_effect"] = pd.Series(
+        [_recorded_dict(v) for v in df["settings_not_in_effect"]], index=df.index, dtype=object)
     df["valid"] = pd.Series([_valid(v) for v in df["valid"]], index=df.index, dtype=object)
     df["simulated"] = [bool(v) if _valid(v) is not None else False for v in df["simulated"]]
     df["status"] = [(_text(v) or "ok") for v in df["status"]]
@@ -177,7 +186,52 @@ def normalize_trials(trials: pd.DataFrame) -> pd.DataFrame:
     df["workload"] = [_text(v) or "workload" for v in df["workload"]]
     df["kind"] = [_text(v) or "unknown" for v in df["kind"]]
     df["used"] = (df["status"] == "ok") & (df["valid"].map(lambda v: v is True))
+    df["not_in_effect"] = pd.Series(trial_not_in_effect(df), index=df.index, dtype=object)
     return df
+
+
+def _recorded_dict(v: Any) -> dict | None:
+    """A recorded ``{setting: reason}`` (dict or JSON text), or None when not recorded."""
+    if isinstance(v, dict):
+        return {str(k): str(x) for k, x in v.items()}
+    if isinstance(v, str) and v.strip().startswith("{"):
+        try:
+            d = json.loads(v)
+        except ValueError:
+            return None
+        return {str(k): str(x) for k, x in d.items()} if isinstance(d, dict) else None
+    return None
+
+
+def trial_not_in_effect(df: pd.DataFrame) -> list[dict[str, str]]:
+    """Per trial, ``{setting: reason}`` of the requested settings that did not run as asked.
+
+    The trial's recorded ``settings_not_in_effect`` when it has one. A trial stored
+    before workloads recorded it is judged from what it reported then: a factor whose
+    ``<factor>_effective`` value is another level of the same factor in its workload
+    (``memory=pinned`` that ran as ``memory_effective=pageable``) did not run as asked;
+    the reason is the trial's ``note`` when it gave one.
+    """
+    levels: dict[tuple[str, str], set[str]] = {}
+    for w, factors in zip(df["workload"], df["factors"]):
+        for k, v in factors.items():
+            levels.setdefault((w, k), set()).add(str(v))
+    out: list[dict[str, str]] = []
+    for i in range(len(df)):
+        row = df.iloc[i]
+        recorded = row["settings_not_in_effect"]
+        if recorded is not None:
+            out.append(dict(recorded))
+            continue
+        legacy: dict[str, str] = {}
+        for k, v in row["factors"].items():
+            col = f"{k}_effective"
+            ran = _text(row[col]) if col in df.columns else None
+            if ran is not None and ran != str(v) and ran in levels.get((row["workload"], k), ()):
+                note = _text(row["note"]) if "note" in df.columns else None
+                legacy[k] = note or f"ran as {k}={ran}"
+        out.append(legacy)
+    return out
 
 
 def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame, str]:
@@ -221,11 +275,6 @@ def _level_key(v: Any) -> tuple:
     return (1, 0.0, str(v))
 
 
-def _fmt_factors(factors: dict, skip: Iterable[str] = ()) -> str:
-    skip = set(skip)
-    return ", ".join(f"{k}={factors[k]}" for k in sorted(factors) if k not in skip)
-
-
 @dataclass
 class Group:
     """One variant of one workload and its statistics.
@@ -247,6 +296,11 @@ class Group:
             and the plots draw each as a dot.
         trial_ids: the valid trials' ids, in the order of ``values``.
         co2e_band: (median CO2e at band low, at band high), kgCO2e, or None.
+        not_in_effect: setting -> the sentence that marks the group, e.g.
+            ``memory=pinned requested, not in effect: no CUDA device: pinned memory
+            unavailable, host-to-host copy of pageable memory`` (from its trials'
+            ``settings_not_in_effect``; "(in 2 of 3 trials)" when not all); empty when
+            every requested setting ran as asked.
     """
 
     workload: str
@@ -268,6 +322,7 @@ class Group:
     trial_ids: list[str] = field(default_factory=list)
     co2e_band: tuple[float, float] | None = None
     inconclusive_reason: str | None = None
+    not_in_effect: dict[str, str] = field(default_factory=dict)
     _used: pd.DataFrame | None = field(default=None, repr=False)
 
     def known(self, metric: str) -> np.ndarray:
@@ -341,6 +396,46 @@ def _pooled(used: pd.DataFrame, metric: str, mask: np.ndarray | None, *, group: 
                                  n_resamples=settings.n_resamples, seed=seed)
 
 
+def group_not_in_effect(gdf: pd.DataFrame) -> dict[str, str]:
+    """Setting -> the sentence that marks a group whose trials say a requested setting did
+    not run as asked (see :attr:`Group.not_in_effect`). Trials that ran or were skipped
+    count; a failed trial says nothing about it."""
+    tried = gdf[gdf["status"].isin(("ok", "skipped"))]
+    n = len(tried)
+    reasons: dict[str, list[str]] = {}
+    hits: dict[str, int] = {}
+    for d in tried["not_in_effect"]:
+        for k, why in d.items():
+            hits[k] = hits.get(k, 0) + 1
+            if why not in reasons.setdefault(k, []):
+                reasons[k].append(why)
+    factors = gdf["factors"].iloc[0] if len(gdf) else {}
+    settings = gdf["settings"].iloc[0] if "settings" in gdf.columns and len(gdf) else None
+    settings = settings if isinstance(settings, dict) else {}
+    out = {}
+    for k in sorted(reasons):
+        part = f" (in {hits[k]} of {n} trials)" if hits[k] < n else ""
+        if k in factors or k in settings:
+            what = f"{k}={factors[k] if k in factors else settings[k]} requested, not in effect"
+        else:  # a default the plan did not set: the reason says what was asked for
+            what = f"{k} not in effect"
+        out[k] = f"{what}{part}: {'; '.join(reasons[k])}"
+    return out
+
+
+def not_compared_reason(treat: "Group", base: "Group", factors: Iterable[str]) -> str:
+    """Why ``treat`` and ``base`` are not compared along ``factors`` (the factors they
+    differ in): the sentences of either group's settings not in effect among them, or ""
+    when they may be compared."""
+    out: list[str] = []
+    for f in factors:
+        for g in (treat, base):
+            why = g.not_in_effect.get(f)
+            if why and why not in out:
+                out.append(why)
+    return "; ".join(out)
+
+
 def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
     """One :class:`Group` per (workload, variant), sorted, with summaries of the kind's
     metrics and of CO2e over the valid trials."""
@@ -373,6 +468,7 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
                                      if few else twins.split(": ", 1)[-1] if twins else None),
             )
             g.trial_ids = [str(t) for t in used["trial_id"]]
+            g.not_in_effect = group_not_in_effect(gdf)
             g._used = used
             for m in metrics:
                 summarise_metric(g, m, settings)
@@ -401,6 +497,9 @@ class ComparisonRow:
             device).
         result: the statistics.
         headline: the sentence in the studies' form.
+        not_compared: why the two groups are not compared ("memory=pinned requested, not
+            in effect: ..."), or "" when they are; a row not compared carries only its
+            counts and medians, is never tested and never a headline.
     """
 
     workload: str
@@ -413,6 +512,7 @@ class ComparisonRow:
     simulated: bool
     result: stats.Comparison
     headline: str = ""
+    not_compared: str = ""
 
 
 def _is_cap(factor: str) -> bool:
@@ -422,6 +522,16 @@ def _is_cap(factor: str) -> bool:
 FULL_PRECISION = ("fp32", "float32", "32", "tf32-off", "full")
 """Levels of a precision factor taken as the full-precision baseline."""
 
+UNCAPPED = ("none", "null", "uncapped", "off", "default", "max")
+"""Levels of a power-cap factor that mean "no cap": the uncapped baseline."""
+
+STUDY_BASELINES: dict[str, tuple[str, ...]] = {
+    "path": ("torch",),
+    "memory": ("pageable",),
+}
+"""The source studies' reference level of a named factor (ARCHITECTURE.md): pure
+PyTorch for the preprocessing path, pageable memory for host-to-device copies."""
+
 
 def is_precision(factor: str) -> bool:
     """A numeric-precision factor (``precision``, ``dtype``, ``amp``)."""
@@ -430,19 +540,40 @@ def is_precision(factor: str) -> bool:
 
 
 def baseline_level(factor: str, levels: list, settings: ReportSettings) -> Any:
-    """The baseline level of a factor (see the module docstring for the rule)."""
+    """The baseline level of a factor: the one rule of the report's comparisons, the
+    energy-time trade-off and the paper tables.
+
+    In order: the plan's ``report.baseline[factor]`` when it is one of ``levels``; for a
+    power-cap factor, no cap (None, ``none``, ``uncapped``...) else the highest cap; for
+    a precision factor, FP32; for ``path``, pure PyTorch (``torch``) and for ``memory``,
+    ``pageable`` (:data:`STUDY_BASELINES`); else the first level in sorted order (the
+    fewest GPUs, the smallest size).
+
+    Args:
+        factor: the factor's name.
+        levels: its levels in the groups compared (at least one).
+        settings: the report's settings (``baseline`` from the plan's ``report`` section).
+    """
     if factor in settings.baseline:
         want = settings.baseline[factor]
         for lv in levels:
             if lv == want or str(lv) == str(want):
                 return lv
     ordered = sorted(levels, key=_level_key)
-    if _is_cap(factor) and all(_level_key(lv)[0] == 0 for lv in levels):
-        return ordered[-1]
+    if _is_cap(factor):
+        for lv in levels:
+            if lv is None or str(lv).lower() in UNCAPPED:
+                return lv
+        numeric = [lv for lv in ordered if _level_key(lv)[0] == 0 and not isinstance(lv, bool)]
+        if numeric:
+            return numeric[-1]
     if is_precision(factor):
         for lv in levels:
             if str(lv).lower() in FULL_PRECISION:
                 return lv
+    for lv in levels:
+        if str(lv).lower() in STUDY_BASELINES.get(factor.lower(), ()):
+            return lv
     return ordered[0]
 
 
@@ -484,6 +615,32 @@ def plan_comparisons(groups: list[Group], settings: ReportSettings) -> list[tupl
     return pairs
 
 
+def context_of(g: Group, skip: Iterable[str] = ()) -> str:
+    """A group's other factor values for a comparison's context, each marked "(not in
+    effect)" where its level did not run as asked."""
+    skip = set(skip)
+    return ", ".join(f"{k}={g.factors[k]}" + (" (not in effect)" if k in g.not_in_effect else "")
+                     for k in sorted(g.factors) if k not in skip)
+
+
+def not_compared_result(treat: Group, base: Group, metric: str, factor: str,
+                        reason: str) -> stats.Comparison:
+    """A :class:`gcbench.stats.Comparison` that was not made: the counts and medians of
+    both sides (what ran), no change, no CI, no test; ``note`` says why."""
+    def side(g: Group) -> np.ndarray:
+        v = g.values.get(metric, np.array([]))
+        return v[np.isfinite(v)]
+    t, b = side(treat), side(base)
+    return stats.Comparison(
+        metric=metric, treatment=treat.variant, baseline=base.variant, factor=factor,
+        n_treatment=int(t.size), n_baseline=int(b.size), n_excluded=0,
+        median_treatment=float(np.median(t)) if t.size else None,
+        median_baseline=float(np.median(b)) if b.size else None,
+        pct_change=None, pct_ci_low=None, pct_ci_high=None, ci_method=None,
+        ci_reason="not compared", p_mannwhitney=None, p_welch=None, cliffs_delta=None,
+        hodges_lehmann=None, note=f"not compared: {reason}")
+
+
 def build_comparisons(df: pd.DataFrame, groups: list[Group],
                       settings: ReportSettings) -> list[ComparisonRow]:
     """Compare each planned pair on the kind's compared metrics; Holm across all
@@ -495,8 +652,21 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
                                 if len({json.dumps(h.factors.get(k), default=str) for h in others}) == 1}
     rows: list[ComparisonRow] = []
     for treat, base, factor in plan_comparisons(groups, settings):
+        why_not = not_compared_reason(treat, base, [factor])
         for m in kind_compared(treat.kind):
             if m not in treat.summaries or not df.loc[df["workload"] == treat.workload, m].notna().any():
+                continue
+            if why_not:
+                rows.append(ComparisonRow(
+                    workload=treat.workload, kind=treat.kind, factor=factor,
+                    treatment_level=treat.factors.get(factor),
+                    baseline_level=base.factors.get(factor),
+                    context=context_of(treat, skip=[factor, *constant[treat.workload]]),
+                    inconclusive=treat.inconclusive or base.inconclusive,
+                    simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
+                    result=not_compared_result(treat, base, m, factor, why_not),
+                    not_compared=why_not,
+                ))
                 continue
             res = stats.compare(
                 treat.values[m], base.values[m], metric=m,
@@ -510,18 +680,18 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
                 workload=treat.workload, kind=treat.kind, factor=factor,
                 treatment_level=treat.factors.get(factor),
                 baseline_level=base.factors.get(factor),
-                context=_fmt_factors(treat.factors, skip=[factor, *constant[treat.workload]]),
+                context=context_of(treat, skip=[factor, *constant[treat.workload]]),
                 inconclusive=treat.inconclusive or base.inconclusive,
                 simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
                 result=res,
             ))
-    family = [i for i, r in enumerate(rows) if not r.inconclusive]
+    family = [i for i, r in enumerate(rows) if not r.inconclusive and not r.not_compared]
     adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
     for i, res in zip(family, adjusted, strict=True):
         rows[i].result = res
     by_variant = {(g.workload, g.variant): g for g in groups}
     for r in rows:
-        if r.inconclusive:
+        if r.inconclusive and not r.not_compared:
             sides = [by_variant.get((r.workload, v)) for v in (r.result.treatment, r.result.baseline)]
             twins = [g for g in sides if g is not None and g.inconclusive and
                      g.n_valid >= settings.min_valid_repetitions]
@@ -575,6 +745,8 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
     prefix = "SIMULATED: " if r.simulated else ""
     tg = groups_by_variant.get((r.workload, c.treatment))
     bg = groups_by_variant.get((r.workload, c.baseline))
+    if r.not_compared:
+        return f"{prefix}{where}: {x} against {y} on {mi.label}: not compared ({r.not_compared})."
     if r.inconclusive:
         need = settings.min_valid_repetitions
         nt = tg.n_valid if tg else c.n_treatment
@@ -1023,7 +1195,25 @@ class Analysis:
         """Comparisons of headline metrics left out of the headlines: no CI (fewer than
         ``stats.MIN_N_CI`` valid trials on a side, or no percentage change)."""
         return [r for r in self.comparisons
-                if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None]
+                if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None
+                and not r.not_compared]
+
+    def not_compared(self) -> list[ComparisonRow]:
+        """Comparisons of headline metrics not made: a requested level of the factor was
+        not in effect on a side (:attr:`ComparisonRow.not_compared`)."""
+        return [r for r in self.comparisons
+                if r.result.metric in kind_compared(r.kind)[:2] and r.not_compared]
+
+    def baseline_for(self, workload: str, factor: str, levels: list | None = None) -> Any:
+        """The baseline level of ``factor`` in ``workload`` (:func:`baseline_level` over
+        ``levels``, by default the factor's levels in that workload's groups), or None
+        when the workload has no level of it."""
+        if levels is None:
+            levels = []
+            for g in self.groups:
+                if g.workload == workload and factor in g.factors and g.factors[factor] not in levels:
+                    levels.append(g.factors[factor])
+        return baseline_level(factor, levels, self.settings) if levels else None
 
     def headline_rows(self) -> list[ComparisonRow]:
         """Comparisons of the primary and secondary compared metrics that have a CI,
@@ -1031,7 +1221,7 @@ class Analysis:
         (stable order). A change without a CI is no headline: it stays in the
         comparisons table (see :meth:`untested_for_ci`)."""
         rows = [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2]
-                and r.result.pct_ci_low is not None]
+                and r.result.pct_ci_low is not None and not r.not_compared]
 
         def rank(r: ComparisonRow) -> int:
             if r.inconclusive:

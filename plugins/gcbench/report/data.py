@@ -35,6 +35,7 @@ TRIAL_COLUMNS = (
     "gpu_source",
     "cpu_method",
     "simulated",
+    "settings_not_in_effect",
 )
 """Descriptive columns of ``ReportData.trials``.
 
@@ -47,6 +48,12 @@ TRIAL_COLUMNS = (
 * ``gpu_method``/``cpu_method``: how energy was obtained (see
   ``gcbench.energy.base.DeviceEnergy.method``); ``gpu_source``: ``nvml``,
   ``nvidia-smi``, ``simulated`` ...; ``simulated``: any figure from the simulated device.
+* ``settings_not_in_effect``: ``{setting: reason}`` for each requested setting whose
+  level did not run as asked (result.json, :func:`gcbench.workloads.effective`), e.g.
+  ``{"memory": "no CUDA device: pinned memory unavailable, ..."}``; ``{}`` when all
+  ran as asked; None when the trial did not record it (stored before GC-Bench recorded
+  it, or failed before its workload returned). An optional ``settings`` column holds
+  the requested settings (``{setting: value}``).
 """
 
 

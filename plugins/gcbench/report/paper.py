@@ -11,13 +11,18 @@ The tables follow how the two source studies present their results (ARCHITECTURE
   ratios (pinned / pageable) and CIs, per copy size.
 * **Multi-GPU scaling and CO2e study** (ResNet-50 / CIFAR-10 workloads): energy, time and
   CO2e per configuration (GPUs x precision x power cap) with the change of each against
-  the baseline configuration (the uncapped FP32 one: the plan's ``report.baseline``,
-  else the highest cap, FP32, the fewest GPUs).
+  the baseline configuration (the uncapped FP32 one).
+
+The references (pure PyTorch, pageable, uncapped FP32 on the fewest GPUs, or the plan's
+``report.baseline``) are those of the report: :func:`gcbench.report.analysis.baseline_level`.
 
 Every number is ``median [95 % CI]`` over valid trials (the BCa bootstrap CI of the
 median, or of the percentage change of the medians; a ratio of medians is
 ``1 + change / 100`` with the CI mapped the same way); a group with fewer than
-``stats.MIN_N_CI`` valid trials lists its trials' values and has no CI. Figures derived
+``stats.MIN_N_CI`` valid trials lists its trials' values and has no CI, and a change
+involving it is no result: its cell says why (``n too small (2 vs 2)``), as does that of
+an inconclusive comparison or of one whose requested level was not in effect (``not
+compared: ...``). The note under each table says what its cells hold. Figures derived
 from simulated GPU energy are marked SIMULATED in the table's title and in their column
 heads, exactly as in the report.
 """
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcbench import stats
-from gcbench.report.analysis import Analysis, Group
+from gcbench.report.analysis import Analysis, Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
 from gcbench.report.tables import (
     DASH,
@@ -41,8 +46,9 @@ from gcbench.report.tables import (
     summary_cell,
 )
 
-BASELINE_PATH = "torch"
-"""The regime study's reference path: pure PyTorch (tokenization inside the process)."""
+PURE_PYTORCH = "torch"
+"""The ``path`` level of pure PyTorch (tokenization inside the process): the regime
+study's reference unless the plan's ``report.baseline`` names another."""
 
 STUDY_FACTORS = ("gpus", "precision", "power_cap_w")
 """The multi-GPU study's configuration columns, shown whether a plan varies them or sets
@@ -82,22 +88,66 @@ def _cell(c) -> str:
     return c.text()
 
 
-def _change(d: stats.Comparison | None) -> str:
+def no_result(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
+              factors: tuple[str, ...] = ()) -> str | None:
+    """Why a change is no result, as its cell says it, or None when it is one.
+
+    ``not compared: memory=pinned not in effect`` when a requested level of ``factors``
+    was not in effect on a side; ``inconclusive (...)`` when a side is inconclusive;
+    ``n too small (2 vs 2)`` when a side has fewer than ``stats.MIN_N_CI`` values (no CI);
+    ``no CI (...)`` when the CI is missing for another reason; an en dash when there is no
+    change at all.
+    """
+    if treat is not None and base is not None and not_compared_reason(treat, base, factors):
+        keys = [f"{k}={g.factors.get(k, '?')}" for k in factors for g in (treat, base)
+                if k in g.not_in_effect]
+        return "not compared: " + ", ".join(dict.fromkeys(keys)) + " not in effect"
     if d is None or d.pct_change is None:
         return DASH
-    ci = fmt_pct_ci(d)
-    return f"{fmt_pct(d.pct_change)} {ci}".strip()
+    sides = [g for g in (treat, base) if g is not None and g.inconclusive]
+    if sides:
+        return "inconclusive (" + "; ".join(g.inconclusive_reason or g.variant for g in sides) + ")"
+    if d.pct_ci_low is None:
+        if min(d.n_treatment, d.n_baseline) < stats.MIN_N_CI:
+            return f"n too small ({d.n_treatment} vs {d.n_baseline})"
+        return f"no CI ({d.ci_reason})" if d.ci_reason else "no CI"
+    return None
 
 
-def _ratio(d: stats.Comparison | None) -> str:
-    """``1 + change / 100`` as ``2.82x [2.70x, 2.95x]``."""
-    if d is None or d.pct_change is None:
+def _change(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
+            factors: tuple[str, ...] = ()) -> str:
+    """A change with its CI (``-6.73 % [-8.10 %, -5.20 %]``), or why it is no result."""
+    why = no_result(d, treat, base, factors)
+    if why is not None or d is None or d.pct_change is None:
+        return why or DASH
+    return f"{fmt_pct(d.pct_change)} {fmt_pct_ci(d)}".strip()
+
+
+def _ratio(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
+           factors: tuple[str, ...] = ()) -> str:
+    """``1 + change / 100`` as ``2.82x [2.70x, 2.95x]``, or why it is no result."""
+    why = no_result(d, treat, base, factors)
+    if why is not None or d is None or d.pct_change is None:
+        return why or DASH
+    if d.pct_ci_low is None or d.pct_ci_high is None:  # no_result says why already
         return DASH
     r = 1 + d.pct_change / 100
-    text = f"{r:.3g}x"
-    if d.pct_ci_low is not None and d.pct_ci_high is not None:
-        text += f" [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
-    return text
+    return f"{r:.3g}x [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
+
+
+def cells_note(conf: int, cells: list[str], what: str = "median") -> str:
+    """The sentence saying what a table's value cells hold, from the cells themselves:
+    ``median [95 % CI]``, each trial's value (``trials: a, b``), or both."""
+    has_ci = any(re.search(r"\[[^\]]+\]", c) and not c.startswith("trials:") for c in cells)
+    has_trials = any(c.startswith("trials:") for c in cells)
+    trials = (f"\"trials: a, b\": each valid trial's value, where a group has fewer than "
+              f"{stats.MIN_N_CI} valid trials (no {what}, no CI)")
+    if has_ci and has_trials:
+        return f"Cells: {what} [{conf} % CI] over valid trials, or {trials}."
+    if has_trials:
+        return (f"Cells: {trials}; no group here has the {stats.MIN_N_CI} valid trials a "
+                f"{what} with a CI needs.")
+    return f"Cells: {what} [{conf} % CI] over valid trials."
 
 
 def _size(v) -> str:
@@ -173,28 +223,40 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         head = str(mode) if mode is not None else g.workload
         return f"{head} ({rest})" if rest else head
 
+    refs: dict[str, object] = {}
+    for g in groups:  # the reference path of each workload: the report's baseline rule
+        levels = [setting(h, "path") for h in groups if h.workload == g.workload]
+        levels = list(dict.fromkeys(lv for lv in levels if lv is not None))
+        refs[g.workload] = a.baseline_for(g.workload, "path", levels)
+    ref_names = sorted({str(r) for r in refs.values() if r is not None})
+    vs = ("pure PyTorch" if ref_names in ([], [PURE_PYTORCH])
+          else f"path={ref_names[0]}" if len(ref_names) == 1 else "the reference path")
+    cols[5] = f"Δ GPU J/token vs {vs}"
+
     def key(g: Group):
-        return (regime(g), setting(g, "path") != BASELINE_PATH, str(setting(g, "path")))
+        return (regime(g), setting(g, "path") != refs[g.workload], str(setting(g, "path")))
 
     def same_but_path(h: Group, g: Group) -> bool:
-        return (h.workload == g.workload and setting(h, "path") == BASELINE_PATH
+        return (h.workload == g.workload and setting(h, "path") == refs[g.workload]
                 and {k: v for k, v in h.factors.items() if k != "path"}
                 == {k: v for k, v in g.factors.items() if k != "path"})
 
     rows = []
     missing_ref = []
+    changes = []
     for g in sorted(groups, key=key):
         path = setting(g, "path")
         ref = next((h for h in groups if same_but_path(h, g)), None)
         if path is None:
             change = DASH
-        elif path == BASELINE_PATH:
+        elif path == refs[g.workload]:
             change = "reference"
         elif ref is None:
             change = DASH
             missing_ref.append(g.variant)
         else:
-            change = _change(a.comparison(g, ref, "j_per_token"))
+            change = _change(a.comparison(g, ref, "j_per_token"), g, ref, ("path",))
+            changes.append(change)
         row = [regime(g), DASH if path is None else str(path), str(g.summaries["j_per_token"].n),
                _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
                _cell(pooled_cell(g.pooled.get("j_per_token"), uj)), change,
@@ -203,17 +265,17 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
             row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"),
                                           g.values.get("e2e_j_per_token"), ue)))
         rows.append(row)
-    notes = [f"Cells: median [{conf} % CI]. GPU J/token = GPU energy of the measured window "
-             f"/ tokens; median of the per-trial values over the valid trials with its BCa "
-             f"bootstrap CI "
-             f"({a.settings.n_resamples:,} resamples); pooled = {RATIOS['j_per_token'].formula} "
-             f"over the same trials, CI from resampling trials. Δ: percentage change of the "
-             f"median J/token against path={BASELINE_PATH} (pure PyTorch) in the same regime, "
-             f"with the BCa CI of that change (negative: less energy per token than pure "
-             f"PyTorch)."]
+    ref_text = ", ".join(f"path={r}" for r in ref_names) or f"path={PURE_PYTORCH}"
+    notes = [f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
+             f"energy of the measured window / tokens; the median of the per-trial values over the "
+             f"valid trials with its BCa bootstrap CI ({a.settings.n_resamples:,} resamples); pooled "
+             f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials "
+             f"(none below {stats.MIN_N_CI} trials). "
+             + _delta_note(changes, f"the median J/token against {ref_text} ({vs}) in the same regime",
+                           "negative: less energy per token than the reference")]
     notes += _no_ci_note(groups, "j_per_token")
     if missing_ref:
-        notes.append(f"No path={BASELINE_PATH} group to compare with: {', '.join(missing_ref)}.")
+        notes.append(f"No {ref_text} group to compare with: {', '.join(missing_ref)}.")
     if sim:
         notes.append(SIM_NOTE)
     title = "GPU energy per token by preprocessing path and regime"
@@ -227,50 +289,87 @@ SIM_NOTE = ("SIMULATED: GPU energy and every figure derived from it come from GC
             "bytes and rates are measured.")
 
 
+def _delta_note(changes: list[str], against: str, sign: str, ratio: bool = False) -> str:
+    """The note on a table's change (or ratio) column, from what its cells hold."""
+    results = [c for c in changes if re.match(r"[-+]?\d", c)]
+    what = ("ratio = treatment median / reference median (1 + the percentage change of the "
+            "medians), its CI the BCa CI of that change mapped the same way" if ratio else
+            "Δ: percentage change of " + against + ", with the BCa CI of that change")
+    head = (f"{what} ({sign})." if results else
+            f"{'Ratios' if ratio else 'Δ'}: no change here is a result.")
+    whys = sorted({re.sub(r" \(.*", "", c) for c in changes if c not in results and c != DASH})
+    if whys:
+        head += (" Where a cell says why instead (" + "; ".join(whys) + "), the change is no result: "
+                 f"a side has fewer than {stats.MIN_N_CI} valid trials (no CI), is inconclusive, or "
+                 "ran with a requested level not in effect.")
+    return head
+
+
 def regime_h2d(a: Analysis) -> PaperTable | None:
-    """H2D bandwidth and GPU J/GB, pinned against pageable, with their ratios."""
+    """H2D bandwidth and GPU J/GB, pinned against pageable (the reference: the report's
+    baseline of ``memory``), with their ratios."""
     groups = [g for g in a.groups if g.kind == "h2d" and "memory" in g.factors]
-    pinned = [g for g in groups if g.factors["memory"] == "pinned"]
-    if not pinned:
+    if not groups:
         return None
+    pairs = []
+    for p in sorted(groups, key=lambda g: (g.workload, str(sorted(g.factors.items())))):
+        ref = a.baseline_for(p.workload, "memory")
+        if p.factors["memory"] == ref:
+            continue
+        rest = {k: v for k, v in p.factors.items() if k != "memory"}
+        q = next((g for g in groups if g.workload == p.workload
+                  and g.factors.get("memory") == ref
+                  and {k: v for k, v in g.factors.items() if k != "memory"} == rest), None)
+        if q is not None:
+            pairs.append((p, q))
+    if not pairs:
+        return None
+    tl = "/".join(dict.fromkeys(str(p.factors["memory"]) for p, _ in pairs))
+    bl = "/".join(dict.fromkeys(str(q.factors["memory"]) for _, q in pairs))
     sim = any(g.simulated for g in groups) and "gpu_j_per_gb" in groups[0].summaries
     conf = round(a.settings.confidence * 100)
     ub = column_unit(groups, "gb_per_s")
     uj = column_unit(groups, "gpu_j_per_gb")
-    cols = ["copy", "n (pinned, pageable)", f"bandwidth pinned ({ub.label})",
-            f"bandwidth pageable ({ub.label})", "bandwidth ratio pinned/pageable",
-            f"GPU J/GB pinned ({uj.label})", f"GPU J/GB pageable ({uj.label})",
-            "J/GB ratio pinned/pageable"]
+    cols = ["copy", f"n ({tl}, {bl})", f"bandwidth {tl} ({ub.label})",
+            f"bandwidth {bl} ({ub.label})", f"bandwidth ratio {tl}/{bl}",
+            f"GPU J/GB {tl} ({uj.label})", f"GPU J/GB {bl} ({uj.label})",
+            f"J/GB ratio {tl}/{bl}"]
     sim_cols = [False] * 5 + [sim] * 3
     rows = []
-    for p in sorted(pinned, key=lambda g: (g.workload, str(sorted(g.factors.items())))):
-        rest = {k: v for k, v in p.factors.items() if k != "memory"}
-        q = next((g for g in groups if g.workload == p.workload
-                  and g.factors.get("memory") == "pageable"
-                  and {k: v for k, v in g.factors.items() if k != "memory"} == rest), None)
-        if q is None:
-            continue
+    not_in_effect = []
+    for p, q in pairs:
         size = setting(p, "size_bytes")
         ctx = _context(p.factors, ("memory",)) or (_size(size) if size is not None else p.workload)
+        not_in_effect += [f"{g.variant}: {g.not_in_effect['memory']}" for g in (p, q) if "memory" in g.not_in_effect]
+        def value(g: Group, metric: str, unit) -> str:
+            # a figure of work other than its column says (pinned asked for, pageable copied)
+            if "memory" in g.not_in_effect:
+                return f"{g.factors['memory']} not in effect"
+            return _cell(summary_cell(g.summaries.get(metric), g.values.get(metric), unit))
+
         rows.append([
             ctx, f"{p.summaries['gb_per_s'].n}, {q.summaries['gb_per_s'].n}",
-            _cell(summary_cell(p.summaries["gb_per_s"], p.values["gb_per_s"], ub)),
-            _cell(summary_cell(q.summaries["gb_per_s"], q.values["gb_per_s"], ub)),
-            _ratio(a.comparison(p, q, "gb_per_s")),
-            _cell(summary_cell(p.summaries.get("gpu_j_per_gb"), p.values.get("gpu_j_per_gb"), uj)),
-            _cell(summary_cell(q.summaries.get("gpu_j_per_gb"), q.values.get("gpu_j_per_gb"), uj)),
-            _ratio(a.comparison(p, q, "gpu_j_per_gb")) if "gpu_j_per_gb" in p.values else DASH,
+            value(p, "gb_per_s", ub), value(q, "gb_per_s", ub),
+            _ratio(a.comparison(p, q, "gb_per_s"), p, q, ("memory",)),
+            value(p, "gpu_j_per_gb", uj), value(q, "gpu_j_per_gb", uj),
+            (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",))
+             if "gpu_j_per_gb" in p.values else DASH),
         ])
-    if not rows:
-        return None
-    notes = [f"Cells: median [{conf} % CI] over valid trials (BCa bootstrap); ratio = median "
-             f"pinned / median pageable (1 + the percentage change of the medians), its CI the "
-             f"BCa CI of that change mapped the same way (bandwidth ratio above 1: pinned is "
-             f"faster; J/GB ratio below 1: pinned costs less GPU energy per GB)."]
+    notes = [f"{cells_note(conf, [c for r in rows for c in (r[2], r[3], r[5], r[6])])} "
+             + _delta_note([r[4] for r in rows] + [r[7] for r in rows], "", (
+                 f"bandwidth ratio above 1: {tl} is faster; J/GB ratio below 1: {tl} costs less GPU "
+                 f"energy per GB"), ratio=True)]
+    if not_in_effect:
+        notes.append("Not compared, and no figure shown for a side whose work was not what its "
+                     "label says: " + "; ".join(dict.fromkeys(not_in_effect)) + ".")
+    host = a.trials[(a.trials["kind"] == "h2d") & a.trials["used"]]
+    if "copy_target" in host.columns and (host["copy_target"] == "host").any():
+        notes.append("No CUDA device: the copies ran from host memory into host memory, so "
+                     "their bandwidth is host memcpy bandwidth, not a host-to-device copy.")
     notes += _no_ci_note(groups, "gb_per_s")
     if sim:
         notes.append(SIM_NOTE)
-    title = "Host-to-device copies: pinned against pageable memory"
+    title = f"Host-to-device copies: {tl} against {bl} memory"
     return PaperTable("regime-h2d", ("SIMULATED: " if sim else "") + title, cols,
                       [False, True, True, True, True, True, True, True], rows, notes, sim,
                       sim_cols)
@@ -296,6 +395,7 @@ def multigpu(a: Analysis) -> PaperTable | None:
                    "Δ time", f"CO2e ({uc.label})", "Δ CO2e"]
     sim_cols = [False] * len(lead) + [False, sim, sim, False, False, sim, sim]
     baselines = []
+    skipped: list[str] = []
     for t in ts:
         if t.energy_metric != em:
             continue
@@ -304,24 +404,43 @@ def multigpu(a: Analysis) -> PaperTable | None:
         for c in t.configs:
             g = c.group
             base = t.baseline
-            d_co2 = None if base is None or c.is_baseline else a.comparison(g, base.group, "co2e_kg")
+            d_co2 = (None if base is None or c.is_baseline or c.not_compared
+                     else a.comparison(g, base.group, "co2e_kg"))
+            if c.not_compared:
+                skipped.append(f"{c.label} ({c.not_compared})")
+
+            def delta(d):
+                if c.is_baseline:
+                    return "baseline"
+                if c.not_compared:
+                    return "not compared: see note"
+                return _change(d, g, base.group if base is not None else None)
             row = ([t.workload] if len(ts) > 1 else []) + [
-                DASH if setting(g, k) is None else str(setting(g, k)) for k in factors]
+                DASH if setting(g, k) is None
+                else str(setting(g, k)) + (" (not in effect)" if k in g.not_in_effect else "")
+                for k in factors]
             row += [str(c.energy.n),
                     _cell(summary_cell(c.energy, g.values.get(em), ue)),
-                    "baseline" if c.is_baseline else _change(c.d_energy),
+                    delta(c.d_energy),
                     _cell(summary_cell(c.time, g.values.get("duration_s"), ut)),
-                    "baseline" if c.is_baseline else _change(c.d_time),
+                    delta(c.d_time),
                     _cell(summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc)),
-                    "baseline" if c.is_baseline else _change(d_co2)]
+                    delta(d_co2)]
             rows.append(row)
     s = a.settings
-    notes = [f"Cells: median [{conf} % CI] over valid trials (BCa bootstrap); Δ: percentage "
-             f"change of the median against the baseline configuration "
-             f"({'; '.join(baselines) or 'not run'}: the uncapped FP32 one), with the BCa CI "
-             f"of that change. Energy: {info(em).label}. CO2e = energy x "
-             f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh (sensitivity {s.band[0]:g}-{s.band[1]:g} "
-             f"kgCO2e/kWh in the report)."]
+    n_lead = len(lead) + 1
+    values = [r[i] for r in rows for i in (n_lead, n_lead + 2, n_lead + 4)]
+    deltas = [r[i] for r in rows for i in (n_lead + 1, n_lead + 3, n_lead + 5)
+              if r[i] not in ("baseline", "not compared: see note")]
+    notes = [f"{cells_note(conf, values)} "
+             + _delta_note(deltas, f"the median against the baseline configuration "
+                           f"({'; '.join(baselines) or 'not run'}: the uncapped FP32 one)",
+                           "negative: less than the baseline")
+             + f" Energy: {info(em).label}. CO2e = energy x {s.intensity_kg_per_kwh:g} kgCO2e/kWh "
+               f"(sensitivity {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh in the report)."]
+    if skipped:
+        notes.append("Not compared with the baseline, the work was not what the labels say "
+                     "(factor values marked \"not in effect\"): " + "; ".join(skipped) + ".")
     notes += _no_ci_note(groups, em)
     if sim:
         notes.append(SIM_NOTE)

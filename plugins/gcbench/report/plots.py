@@ -136,13 +136,36 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
 
 
+NOT_IN_EFFECT_MARK = " (not in effect)"
+
+
 def short_labels(groups: list[Group]) -> list[str]:
-    """Per group, the factor values that vary inside the list (else the variant)."""
+    """Per group, the factor values that vary inside the list (else the variant); a value
+    whose requested level did not run as asked is marked ``(not in effect)``."""
     keys = sorted({k for g in groups for k in g.factors})
     varying = [k for k in keys if len({str(g.factors.get(k)) for g in groups}) > 1]
     if not varying:
-        return [g.variant for g in groups]
-    return [", ".join(f"{k}={g.factors.get(k)}" for k in varying) for g in groups]
+        return [g.variant + (NOT_IN_EFFECT_MARK if g.not_in_effect else "") for g in groups]
+    return [", ".join(f"{k}={g.factors.get(k)}" + (NOT_IN_EFFECT_MARK if k in g.not_in_effect else "")
+                      for k in varying) for g in groups]
+
+
+def inconclusive_sentence(a: Analysis, groups: list[Group]) -> str:
+    """What grey dots mean, from the reasons of the inconclusive groups drawn."""
+    need = a.settings.min_valid_repetitions
+    few = any(g.n_valid < need for g in groups if g.inconclusive)
+    apart = any(g.n_valid >= need for g in groups if g.inconclusive)
+    why = [w for w, on in ((f"fewer than {need} valid repetitions", few),
+                           ("two valid repetitions too far apart in throughput", apart)) if on]
+    return (f"Grey dots: inconclusive groups ({' or '.join(why)}; each group's reason is in its "
+            f"table), not tested.")
+
+
+def _mark_not_in_effect(drawn: "Drawn", groups: list[Group]) -> None:
+    if any(g.not_in_effect for g in groups):
+        drawn.add("not-in-effect", 'A label marked "(not in effect)": that requested level did not run '
+                  "as asked (the reason is under the groups table); such groups are not compared "
+                  "along it.")
 
 
 def _invalid_values(a: Analysis, g: Group, metric: str) -> np.ndarray:
@@ -288,10 +311,9 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
             drawn.add("dots", "Dots: each valid trial.",
                       Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
         if g.inconclusive:
-            drawn.add("inconclusive", f"Grey dots: inconclusive groups (fewer than "
-                      f"{a.settings.min_valid_repetitions} valid repetitions), not tested.",
+            drawn.add("inconclusive", inconclusive_sentence(a, groups),
                       Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
-                      "inconclusive group")
+                      "inconclusive (reason in the table)")
         s = g.summaries.get(metric)
         if s is not None and s.median is not None and s.n >= stats.MIN_N_CI:
             if s.ci_low is not None and s.ci_high is not None:
@@ -358,6 +380,7 @@ def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[s
     for ax, m in zip(axes, metrics, strict=True):
         _dots_panel(ax, a, groups, m, drawn, labels)
         ax.set_title(_title(f"{workload}: {info(m).label}", m in sim_metrics), fontsize=10)
+    _mark_not_in_effect(drawn, groups)
     _outside_legend(fig, drawn, "lower center", ncol=3)
     names = " and ".join(info(m).label for m in metrics)
     measured = [info(m).label for m in metrics if m not in sim_metrics]
@@ -525,25 +548,29 @@ def plot_co2e(a: Analysis) -> Plot | None:
         else:
             no_ci.append(f"{g.workload}: {g.variant}")
         if g.inconclusive:
-            drawn.add("inconclusive", "Grey dots: inconclusive groups.",
+            drawn.add("inconclusive", inconclusive_sentence(a, gs),
                       Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
-                      "inconclusive group")
+                      "inconclusive (reason in the table)")
     if no_ci:
         drawn.add("no-ci", f"Only the trials (no median, CI or band) for groups with fewer "
                   f"than {stats.MIN_N_CI} valid trials: {'; '.join(no_ci)}.")
+    _mark_not_in_effect(drawn, gs)
     if _log_if_wide(ax, np.asarray(everything, dtype=float), "x"):
         drawn.add("log", "The CO2e axis is logarithmic.")
     _outside_legend(fig, drawn, "lower center", ncol=3)
     ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs), strict=True)],
                   fontsize=7)
     ax.set_xlabel(f"CO2e per trial ({unit.label}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
-    ax.set_title(_title("CO2e per group with sensitivity band", sim), fontsize=10)
+    # the title says a band only where one is drawn (groups of fewer than MIN_N_CI trials have none)
+    banded = "band" in drawn
+    ax.set_title(_title("CO2e per group" + (" with sensitivity band" if banded else ""), sim), fontsize=10)
     ax.grid(axis="x", alpha=0.3, zorder=Z_SHADE)
     caption = drawn.caption(
         f"CO2e = energy (kWh; {a.measurement.energy_basis}) x carbon intensity "
         f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh, in {unit.label}.")
     png = _png(fig, sim)
-    return Plot("co2e", "co2e", "CO2e per group", caption, png, sim, fig)
+    return Plot("co2e", "co2e", "CO2e per group" + (" with sensitivity band" if banded else ""), caption, png,
+                sim, fig)
 
 
 def _labels_by_workload(gs: list[Group]) -> list[str]:

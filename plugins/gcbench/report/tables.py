@@ -207,7 +207,16 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
             variant=g.variant, factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
             n_valid=g.n_valid, n_trials=g.n_trials, n_invalid=g.n_invalid,
             n_failed=g.n_failed + g.n_skipped, inconclusive=g.inconclusive,
-            simulated=g.simulated, cells=cells))
+            simulated=g.simulated, cells=cells,
+            not_in_effect=[not_in_effect_mark(g, k) for k in g.not_in_effect],
+            not_in_effect_text=list(g.not_in_effect.values())))
+    marked = [g for g in groups if g.not_in_effect]
+    if marked:
+        factors = sorted({k for g in marked for k in g.not_in_effect if k in g.factors})
+        notes.insert(0, "Requested settings not in effect: " + "; ".join(
+            f"{g.variant}: {why}" for g in marked for why in g.not_in_effect.values()) + "."
+            + (f" These groups are not compared along {', '.join(factors)} (see Comparisons): "
+               f"their work is not what the labels say." if factors else ""))
     if small:
         names = ", ".join(f"{v} ({n} valid)" for v, n in small.items())
         notes.insert(0, f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid "
@@ -232,6 +241,12 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
                      + (f"; trials where any ratio of the row was unknown are left out of all of "
                         f"them: {', '.join(left)}." if left else "."))
     return Table(cols, rows, notes)
+
+
+def not_in_effect_mark(g: Group, key: str) -> str:
+    """The short mark of a group's setting not in effect: ``memory=pinned not in effect``."""
+    value = g.factors.get(key)
+    return f"{key}={value} not in effect" if key in g.factors else f"{key} not in effect"
 
 
 def comparison_unit(c: stats.Comparison) -> Unit:
@@ -259,6 +274,7 @@ def tradeoff_rows(a: Analysis, t) -> Table:
                  summary_cell(c.time, g.values.get(t.time_metric), ut)]
         for d in (c.d_energy, c.d_time):
             cells.append(Cell("baseline") if c.is_baseline else
+                         Cell("not compared") if c.not_compared else
                          Cell(DASH) if d is None else Cell(fmt_pct(d.pct_change), fmt_pct_ci(d)))
         rows.append(dict(config=c.label, variant=g.variant, n_valid=g.n_valid,
                          baseline=c.is_baseline, front=c.on_front, cells=cells))
@@ -269,6 +285,10 @@ def tradeoff_rows(a: Analysis, t) -> Table:
     elif not t.baseline.on_front:
         notes.append(f"The baseline ({t.baseline.label}) is not on the Pareto front; it is "
                      f"listed first for reference.")
+    skipped = [c for c in shown if c.not_compared]
+    if skipped:
+        notes.append("Not compared with the baseline: " + "; ".join(
+            f"{c.label} ({c.not_compared})" for c in skipped) + ".")
     if any(c.d_energy is not None and c.d_energy.pct_ci_low is None for c in shown):
         notes.append(f"A change without a CI: a group has fewer than {stats.MIN_N_CI} valid trials.")
     return Table(cols, rows, notes)

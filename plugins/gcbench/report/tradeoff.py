@@ -43,6 +43,7 @@ from gcbench.report.analysis import (
     _level_key,
     baseline_level,
     is_precision,
+    not_compared_reason,
     summarise_metric,
 )
 from gcbench.report.metrics import info, is_simulated_metric
@@ -104,7 +105,9 @@ class Config:
         on_front: on the Pareto front of the medians.
         d_energy, d_time: :class:`gcbench.stats.Comparison` of this configuration
             against the baseline configuration (percentage change of the medians with
-            its CI); None for the baseline itself or without one.
+            its CI); None for the baseline itself, without one, or when not compared.
+        not_compared: why it is not compared with the baseline (a requested level of a
+            factor they differ in was not in effect on a side), else "".
     """
 
     group: Group
@@ -115,6 +118,7 @@ class Config:
     on_front: bool = False
     d_energy: stats.Comparison | None = None
     d_time: stats.Comparison | None = None
+    not_compared: str = ""
 
 
 @dataclass
@@ -127,6 +131,8 @@ class LevelEffect:
             configuration of the other factors where both levels were run.
         headline: the sentence (empty when no context has CIs for both changes).
         reason: why there is no headline, else "".
+        not_compared: contexts left out because a side's level was not in effect, with
+            the reason: (other factors' values, reason).
     """
 
     factor: str
@@ -135,6 +141,7 @@ class LevelEffect:
     contexts: list[tuple[str, stats.Comparison, stats.Comparison]] = field(default_factory=list)
     headline: str = ""
     reason: str = ""
+    not_compared: list[tuple[str, str]] = field(default_factory=list)
 
     def with_ci(self) -> list[tuple[str, stats.Comparison, stats.Comparison]]:
         """The contexts where both changes have a CI."""
@@ -305,6 +312,11 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
         if base is not None:
             for c in configs:
                 if c is not base:
+                    differ = [k for k in set(c.group.factors) | set(base.group.factors)
+                              if c.group.factors.get(k) != base.group.factors.get(k)]
+                    c.not_compared = not_compared_reason(c.group, base.group, sorted(differ))
+                    if c.not_compared:
+                        continue
                     c.d_energy = a.comparison(c.group, base.group, em)
                     c.d_time = a.comparison(c.group, base.group, tm)
         t = Tradeoff(workload=workload, kind=kind, factors=factors, energy_metric=em,
@@ -325,12 +337,20 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                     if tg is None or bg is None:
                         continue
                     ctx = _label(tg.factors, skip=(f,))
+                    why = not_compared_reason(tg, bg, [f])
+                    if why:
+                        e.not_compared.append((ctx, why))
+                        continue
                     e.contexts.append((ctx, a.comparison(tg, bg, em), a.comparison(tg, bg, tm)))
                 e.headline = effect_headline(t, e, conf)
                 if not e.headline:
-                    e.reason = (f"no configuration has a CI for both changes (at least "
-                                f"{stats.MIN_N_CI} valid trials per group needed)"
-                                if e.contexts else f"{f}={b} was not run with the same other factors")
+                    if e.contexts:
+                        e.reason = (f"no configuration has a CI for both changes (at least "
+                                    f"{stats.MIN_N_CI} valid trials per group needed)")
+                    elif e.not_compared:
+                        e.reason = "not compared: " + "; ".join(dict.fromkeys(w for _, w in e.not_compared))
+                    else:
+                        e.reason = f"{f}={b} was not run with the same other factors"
                 t.effects.append(e)
         out.append(t)
     return out

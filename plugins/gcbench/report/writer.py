@@ -93,6 +93,16 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     for r in a.comparisons:
         c = r.result
         u = tables.comparison_unit(c)
+        if r.not_compared:
+            comparisons.append(dict(
+                workload=r.workload, context=r.context, factor=r.factor,
+                treatment=f"{r.factor}={r.treatment_level}", baseline=f"{r.factor}={r.baseline_level}",
+                metric=info(c.metric).label, unit=u.label, n=f"{c.n_treatment} vs {c.n_baseline}",
+                medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
+                pct="–", ci="–", p_mw="–", p_mw_holm="–", p_welch="–", p_welch_holm="–", cliff="–",
+                hl="–",
+                verdict="not compared", simulated=r.simulated, note=r.not_compared))
+            continue
         if c.pct_ci_low is None and c.pct_change is not None:
             no_ci.append(f"{r.workload} {r.factor}={r.treatment_level} vs "
                          f"{r.factor}={r.baseline_level} ({c.n_treatment} vs {c.n_baseline})")
@@ -118,6 +128,14 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                            and "values per group needed" not in x),
         ))
     comparison_notes = []
+    skipped = [r for r in a.comparisons if r.not_compared]
+    if skipped:
+        pairs = dict.fromkeys(f"{r.workload} {r.factor}={r.treatment_level} vs {r.factor}={r.baseline_level}"
+                              for r in skipped)
+        comparison_notes.append(
+            f"Not compared: {'; '.join(pairs)}. A requested level of the factor was not in effect "
+            f"(the reason is in the verdict and under the groups table), so both sides ran other "
+            f"work than their labels say; their medians are shown, no change, test or headline.")
     if no_ci:
         comparison_notes.append(
             f"No CI (\"–\") where a group has fewer than {stats.MIN_N_CI} valid trials: "
@@ -158,6 +176,9 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         headline_note = (f"{len(left_out)} comparison{'s' if len(left_out) > 1 else ''} without a "
                          f"CI (fewer than {stats.MIN_N_CI} valid trials in a group) "
                          f"{'are' if len(left_out) > 1 else 'is'} not a headline; see Comparisons.")
+    not_made = a.not_compared()
+    if not_made and headlines:
+        headline_note = (headline_note + " " if headline_note else "") + _not_compared_sentence(not_made)
     df = a.trials
     primary_unit = {k: choose_unit(info(kind_metrics(k)[0]).unit,
                                    df.loc[df["kind"] == k, kind_metrics(k)[0]].tolist())
@@ -238,14 +259,25 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     )
 
 
+def _not_compared_sentence(rows) -> str:
+    """One sentence on the comparisons not made because a requested level was not in effect."""
+    why = "; ".join(dict.fromkeys(r.not_compared for r in rows))
+    n = len(rows)
+    return (f"{n} comparison{'s' if n > 1 else ''} not made (a requested factor level was not in "
+            f"effect, so both sides did other work than their labels say): {why}.")
+
+
 def _no_comparison_reason(a: Analysis) -> str:
     """Why the headlines are empty: no two variants one factor apart, or they exist but
-    their groups are inconclusive or empty (named)."""
+    their groups are inconclusive or empty (named), or a requested level was not in effect."""
     left_out = a.untested_for_ci()
+    not_made = a.not_compared()
     if left_out:
         return (f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
                 f"valid trials per group; {len(left_out)} comparisons are point estimates only, "
-                f"see Comparisons).")
+                f"see Comparisons)." + (" " + _not_compared_sentence(not_made) if not_made else ""))
+    if not_made:
+        return "No headline: " + _not_compared_sentence(not_made)
     if a.comparisons:
         return ("No headline comparisons: every planned comparison is of a metric not "
                 "summarized in headlines.")
@@ -300,6 +332,8 @@ def trials_frame(a: Analysis) -> pd.DataFrame:
             v = v.map(lambda x: "; ".join(x))
         elif col == "factors":
             v = v.map(lambda x: json.dumps(x, sort_keys=True, default=str))
+        elif col == "settings_not_in_effect":  # as the report judged it (older trials: from <factor>_effective)
+            v = df["not_in_effect"].map(lambda x: json.dumps(x, sort_keys=True, default=str))
         elif col == "valid":
             v = v.map(lambda x: "" if x is None else str(bool(x)))
         out[col] = v.to_numpy()
@@ -315,10 +349,13 @@ GROUP_CSV_COLUMNS = (
     "n_resamples", "n_trials", "n_valid", "n_invalid", "n_failed", "n_skipped",
     "n_unvalidated", "inconclusive", "simulated", "co2e_band_low", "co2e_band_high",
     "pooled", "pooled_ci_low", "pooled_ci_high", "pooled_ci_method", "pooled_n", "pooled_formula",
+    "not_in_effect",
 )
 """groups.csv columns. ``median`` ... ``ci_reason``: the median of the per-trial values
 and its BCa CI; ``pooled`` ...: for a ratio metric, sum of the numerator / sum of the
-denominator over the same trials (``n``) with its BCa CI over trials; empty otherwise."""
+denominator over the same trials (``n``) with its BCa CI over trials; empty otherwise.
+``not_in_effect``: the group's requested settings that did not run as asked, each as
+"memory=pinned requested, not in effect: <reason>" ('; '-separated), empty when none."""
 
 
 def groups_frame(a: Analysis) -> pd.DataFrame:
@@ -337,6 +374,7 @@ def groups_frame(a: Analysis) -> pd.DataFrame:
                 simulated=g.simulated and is_simulated_metric(m),
                 co2e_band_low=g.co2e_band[0] if m == "co2e_kg" and g.co2e_band else None,
                 co2e_band_high=g.co2e_band[1] if m == "co2e_kg" and g.co2e_band else None,
+                not_in_effect="; ".join(g.not_in_effect.values()),
             )
             pr = g.pooled.get(m)
             if pr is not None:
@@ -353,8 +391,11 @@ COMPARISON_CSV_COLUMNS = (
     "median_treatment", "median_baseline", "pct_change", "pct_ci_low", "pct_ci_high",
     "ci_method", "ci_reason", "p_mannwhitney", "p_mannwhitney_holm", "p_welch", "p_welch_holm",
     "cliffs_delta", "hodges_lehmann", "significant", "alpha", "inconclusive", "simulated",
-    "note", "headline",
+    "not_compared", "note", "headline",
 )
+"""comparisons.csv columns. ``not_compared``: why the two groups were not compared (a
+requested level of the factor was not in effect on a side), empty when they were; such a
+row has counts and medians but no change, CI or test."""
 
 
 TRADEOFF_CSV_COLUMNS = (
@@ -362,11 +403,13 @@ TRADEOFF_CSV_COLUMNS = (
     "on_front", "energy_metric", "energy_unit", "energy_n", "energy_median", "energy_ci_low",
     "energy_ci_high", "time_metric", "time_unit", "time_n", "time_median", "time_ci_low",
     "time_ci_high", "energy_pct_change", "energy_pct_ci_low", "energy_pct_ci_high",
-    "time_pct_change", "time_pct_ci_low", "time_pct_ci_high",
+    "time_pct_change", "time_pct_ci_low", "time_pct_ci_high", "not_compared",
 )
 """tradeoff.csv columns: one row per configuration of each energy-time trade-off; the
 changes are against the baseline configuration (percentage change of the medians, BCa
-CI); ``data_source`` SIMULATED when the energy comes from the simulated device."""
+CI); ``data_source`` SIMULATED when the energy comes from the simulated device;
+``not_compared``: why a configuration has no change against the baseline (a requested
+level was not in effect), else empty."""
 
 
 def tradeoff_frame(a: Analysis) -> pd.DataFrame:
@@ -392,6 +435,7 @@ def tradeoff_frame(a: Analysis) -> pd.DataFrame:
                 time_pct_change=dt.pct_change if dt else None,
                 time_pct_ci_low=dt.pct_ci_low if dt else None,
                 time_pct_ci_high=dt.pct_ci_high if dt else None,
+                not_compared=c.not_compared,
             ))
     return pd.DataFrame(rows, columns=list(TRADEOFF_CSV_COLUMNS))
 
@@ -404,7 +448,7 @@ def comparisons_frame(a: Analysis) -> pd.DataFrame:
         d.update(data_source=_source_label(r.simulated), workload=r.workload, kind=r.kind,
                  treatment_level=r.treatment_level, baseline_level=r.baseline_level,
                  context=r.context, inconclusive=r.inconclusive, simulated=r.simulated,
-                 headline=r.headline)
+                 not_compared=r.not_compared, headline=r.headline)
         rows.append(d)
     return pd.DataFrame(rows, columns=list(COMPARISON_CSV_COLUMNS))
 

@@ -42,6 +42,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
@@ -433,10 +434,42 @@ def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None,
     return pk
 
 
+RESUMED_MARK = "; resumed at "
+"""What a note of an earlier, resumed interruption contains (and a fresh one does not)."""
+
+
+def _utc(ts) -> str:
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def reset_run_outcome(conn, dag_run_pk: int) -> None:
-    """Forget a run's notes and interruption: it is (re-)running now."""
+    """A run is (re-)running now: its state follows this attempt, its history is kept.
+
+    The run is no longer marked interrupted (``interrupted_at`` NULL). The note of the
+    interruption being resumed ("Interrupted by SIGINT (Ctrl-C) after 13 of 21 trials;
+    running it again does the 8 missing ones.") becomes history: "Interrupted by SIGINT
+    (Ctrl-C) after 13 of 21 trials at 2026-12-01 05:34:40 UTC; resumed at 2026-12-01
+    05:35:14 UTC." Notes of earlier resumed interruptions stay; notes about a previous
+    attempt's outcome only ("Nothing to run: ...") are dropped, as this attempt writes
+    its own.
+    """
     with conn.cursor() as cur:
-        cur.execute("UPDATE dag_runs SET notes = '[]'::jsonb, interrupted_at = NULL WHERE id = %s", (dag_run_pk,))
+        cur.execute("SELECT notes, interrupted_at, now() FROM dag_runs WHERE id = %s FOR UPDATE", (dag_run_pk,))
+        row = cur.fetchone()
+        if row is None:
+            conn.rollback()
+            return
+        notes, interrupted_at, now = row
+        notes = notes if isinstance(notes, list) else json.loads(notes or "[]")
+        kept = []
+        for note in map(str, notes):
+            if RESUMED_MARK in note:
+                kept.append(note)  # an earlier interruption, resumed: history
+            elif interrupted_at is not None and note.startswith("Interrupted"):
+                head = note.split(";", 1)[0].rstrip(".")
+                kept.append(f"{head} at {_utc(interrupted_at)}{RESUMED_MARK}{_utc(now)}.")
+        cur.execute("UPDATE dag_runs SET notes = %s::jsonb, interrupted_at = NULL WHERE id = %s",
+                    (json.dumps(kept), dag_run_pk))
     conn.commit()
 
 

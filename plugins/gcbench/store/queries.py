@@ -38,7 +38,9 @@ def trials_frame(conn, dag_run_pk: int):
     Columns: trial_pk, trial_id, variant, workload, kind, repetition, status, error,
     valid, reasons, flags, factors, gpu_method, cpu_method, simulated, samples_count,
     samples_partial, samples_dropped, ingest_notes (list of what collect changed to
-    store the trial), window_start_s, window_end_s, idle_power_w, the metrics of
+    store the trial), settings (the requested workload settings), settings_not_in_effect
+    (``{setting: reason}`` from result.json; None where the trial did not record it),
+    window_start_s, window_end_s, idle_power_w, the metrics of
     :data:`METRIC_COLUMNS` and any other stored metric; text metrics are columns too.
     """
     import pandas as pd
@@ -47,7 +49,8 @@ def trials_frame(conn, dag_run_pk: int):
         cur.execute(
             "SELECT id, trial_id, variant, workload, kind, repetition, status, error, valid, reasons, flags, "
             "spec->'factors', gpu_method, cpu_method, simulated, samples_count, samples_partial, "
-            "result->'windows', result->'energy'->'main'->'gpu', samples_dropped, ingest_notes "
+            "result->'windows', result->'energy'->'main'->'gpu', samples_dropped, ingest_notes, "
+            "spec->'settings', result->'settings_not_in_effect' "
             "FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
             (dag_run_pk,),
         )
@@ -59,7 +62,8 @@ def trials_frame(conn, dag_run_pk: int):
     conn.commit()
     cols = ["trial_pk", "trial_id", "variant", "workload", "kind", "repetition", "status", "error", "valid",
             "reasons", "flags", "factors", "gpu_method", "cpu_method", "simulated", "samples_count",
-            "samples_partial", "windows", "gpu_devices", "samples_dropped", "ingest_notes"]
+            "samples_partial", "windows", "gpu_devices", "samples_dropped", "ingest_notes", "settings",
+            "settings_not_in_effect"]
     df = pd.DataFrame(rows, columns=cols)
     df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]
     df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
@@ -71,6 +75,10 @@ def trials_frame(conn, dag_run_pk: int):
     for col in ("reasons", "flags", "ingest_notes"):
         df[col] = [list(v) if isinstance(v, list) else json.loads(v) if isinstance(v, str) else [] for v in df[col]]
     df["factors"] = [f if isinstance(f, dict) else {} for f in df["factors"]]
+    df["settings"] = [f if isinstance(f, dict) else {} for f in df["settings"]]
+    # None (not {}) for a trial stored before workloads recorded it: the report then
+    # falls back on the <setting>_effective values the trial reported
+    df["settings_not_in_effect"] = [f if isinstance(f, dict) else None for f in df["settings_not_in_effect"]]
     numeric: dict[str, dict[int, Any]] = {}
     text: dict[str, dict[int, Any]] = {}
     for pk, name, value, text_value in metric_rows:

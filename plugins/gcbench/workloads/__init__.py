@@ -10,6 +10,13 @@ returns its counts (``tokens``, ``bytes``, ``samples``, ...) and any extra metri
 (``accuracy``, ``loss``, phase durations). ``gcbench.trial`` adds the energy and the
 derived figures (J/token, GB/s, J/GB, ...). A workload never measures energy itself.
 
+Every workload also says what ran (:func:`effective`): ``settings_effective`` (each
+setting as it ran) and ``settings_not_in_effect`` (``{setting: reason}`` for a requested
+level that did not run as asked, e.g. pinned memory or float16 AMP without a CUDA
+device); the trial writes both at the top of ``result.json``. A workload that cannot run
+a requested level at all raises :class:`gcbench.errors.SkipTrial` with
+``not_in_effect={setting: reason}``.
+
 Workload modules import torch lazily inside ``run`` so that importing this package
 stays cheap for Airflow's DAG processor.
 """
@@ -70,6 +77,40 @@ def settings(spec: TrialSpec, defaults: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown {spec.kind} settings: {', '.join(sorted(unknown))}")
     return {**defaults, **spec.settings}
+
+
+SETTINGS_EFFECTIVE = "settings_effective"
+SETTINGS_NOT_IN_EFFECT = "settings_not_in_effect"
+"""The two keys every workload returns (and ``result.json`` carries at its top level)
+to say which of the requested settings ran as asked."""
+
+AMP_ON_CPU = ("no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU "
+              "instead (amp-bf16-cpu)")
+"""Why ``precision: amp`` is not in effect on a machine without CUDA (tinylm, resnet_cifar)."""
+
+
+def effective(cfg: dict[str, Any], used: dict[str, Any] | None = None,
+              not_in_effect: dict[str, str] | None = None) -> dict[str, Any]:
+    """The uniform record of what ran, to merge into a workload's returned dict.
+
+    Args:
+        cfg: the requested settings (defaults overlaid with the spec's settings).
+        used: the settings whose effective value differs from ``cfg`` (e.g.
+            ``{"memory": "pageable"}`` when pinned memory was asked for on a machine
+            without CUDA); the others ran as requested.
+        not_in_effect: ``{setting: reason}`` for each requested setting whose level did
+            not run as asked, the reason in one sentence (``"no CUDA device: pinned
+            memory unavailable, host-to-host copy of pageable memory"``). A report
+            compares no two variants along such a setting: their work is not what the
+            labels say.
+
+    Returns:
+        ``{"settings_effective": {...every setting as it ran...},
+        "settings_not_in_effect": {setting: reason}}`` (the latter empty when every
+        setting ran as requested).
+    """
+    eff = {**cfg, **(used or {})}
+    return {SETTINGS_EFFECTIVE: eff, SETTINGS_NOT_IN_EFFECT: dict(not_in_effect or {})}
 
 
 def defaults_for(kind: str) -> dict[str, Any] | None:

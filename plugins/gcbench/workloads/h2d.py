@@ -33,6 +33,10 @@ Returns:
         (None when pinning was outside or not done).
     device_kind: ``cuda`` or ``cpu``; copy_target: ``gpu`` or ``host``.
     note: why the effective setting differs from the requested one, or None.
+    settings_effective, settings_not_in_effect: see :func:`gcbench.workloads.effective`;
+        ``memory`` is not in effect when pinned memory was asked for without CUDA, and
+        ``pin_inside_window`` when pinning inside the window was asked for but nothing
+        was pinned (pageable memory, or no CUDA).
 
 Raises:
     ValueError: unknown memory kind, size outside 1 MiB .. 1 GiB.
@@ -43,13 +47,14 @@ from __future__ import annotations
 import time
 
 from gcbench.spec import TrialSpec
-from gcbench.workloads import TrialContext, settings
+from gcbench.workloads import TrialContext, effective, settings
 from gcbench.workloads._loop import device_kind, run_steps, seed_everything, synchronizer
 
 MIB = 1 << 20
 GIB = 1 << 30
 DEFAULTS = {"memory": "pinned", "size_bytes": 64 * MIB, "pin_inside_window": False}
 CHECK_BYTES = 64 * MIB
+PINNED_UNAVAILABLE = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
 """In a seconds window, look at the clock after about this many bytes of copies."""
 
 
@@ -78,7 +83,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     note = None
     pin = memory == "pinned" and kind == "cuda"
     if memory == "pinned" and kind != "cuda":
-        note = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
+        note = PINNED_UNAVAILABLE
     elif kind != "cuda":
         note = "no CUDA device: host-to-host copy into a preallocated tensor"
 
@@ -118,6 +123,14 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
 
     if copies and int(dst[size - 1]) != spec.seed % 251:
         raise RuntimeError("h2d: destination does not hold the copied data")
+    not_in_effect: dict[str, str] = {}
+    if memory == "pinned" and not pin:
+        not_in_effect["memory"] = PINNED_UNAVAILABLE
+    if pin_inside and not pin:
+        not_in_effect["pin_inside_window"] = (
+            "nothing was pinned (pageable memory)" if memory == "pageable"
+            else "no CUDA device: nothing was pinned")
+    used = {"memory": "pinned" if pin else "pageable", "pin_inside_window": pin_inside and pin}
     return {
         "bytes": copies * size,
         "copies": copies,
@@ -129,4 +142,5 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         "device_kind": kind,
         "copy_target": "gpu" if kind == "cuda" else "host",
         "note": note,
+        **effective(cfg, used, not_in_effect),
     }

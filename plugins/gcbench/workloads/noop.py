@@ -22,6 +22,7 @@ Returns:
     steps: steps run in the main window (count).
     window_mode: ``steps`` or ``seconds``.
     device_kind: always ``cpu`` (nothing runs on a GPU).
+    settings_effective, settings_not_in_effect: every setting, none not in effect.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import signal
 import time
 
 from gcbench.spec import TrialSpec
-from gcbench.workloads import TrialContext, settings
+from gcbench.workloads import TrialContext, effective, settings
 from gcbench.workloads._loop import run_steps
 
 DEFAULTS = {"tick_s": 0.01, "note": "", "kill_self_after_s": None}
@@ -73,6 +74,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         "steps": steps,
         "window_mode": "seconds" if seconds_mode else "steps",
         "device_kind": "cpu",
+        **effective(cfg),  # nothing here depends on the machine: every setting is in effect
     }
     if note:
         out["note"] = note

@@ -47,7 +47,8 @@ per_gpu_batch, gpus, world_size, train_samples_requested, loss (mean training lo
 the last step over all ranks), loss_mean (over the window), accuracy (test, 0..1),
 test_samples, parameters, stem, precision, precision_effective, allow_tf32,
 device_kind, backend, dataset, power_cap_w, power_limit_enforced_w,
-power_limit_previous_w.
+power_limit_previous_w; settings_effective and settings_not_in_effect
+(:func:`settings_in_effect`).
 
 Raises:
     ValueError: inconsistent settings (batch not divisible by gpus, budget below one
@@ -74,6 +75,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from gcbench.spec import TrialSpec
+from gcbench.errors import SkipTrial
 from gcbench.workloads import TrialContext, settings
 
 DEFAULTS: dict[str, Any] = {
@@ -321,8 +323,13 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             raise ValueError(f"resnet_cifar gpus={gpus} but {torch.cuda.device_count()} CUDA device(s) visible")
 
     cap_w = cfg["power_cap_w"]
-    nvml_indices = _nvml_indices(gpus, on_cuda, spec.devices) if cap_w is not None else []
-    with PowerCap(cap_w, nvml_indices) as cap:
+    with ExitStack() as stack:
+        try:
+            nvml_indices = _nvml_indices(gpus, on_cuda, spec.devices) if cap_w is not None else []
+            cap = stack.enter_context(PowerCap(cap_w, nvml_indices))
+        except SkipTrial as exc:  # the cap cannot be set here: skipped, and the report says which setting
+            exc.not_in_effect.setdefault("power_cap_w", f"{cap_w:g} W cap not applied: {exc}")
+            raise
         if gpus == 1:
             out = train(cfg, folder, spec.seed, warmup_steps, 0, 1, str(ctx.device), ctx.window)
             out["backend"] = None
@@ -330,7 +337,35 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             out = _run_distributed(cfg, folder, spec, warmup_steps, ctx, on_cuda)
         out.update(cap.metrics())
     out.update({"gpus": gpus, "dataset": cfg["dataset"]})
+    out.update(settings_in_effect(cfg, on_cuda))
     return out
+
+
+def settings_in_effect(cfg: dict[str, Any], on_cuda: bool) -> dict[str, Any]:
+    """``settings_effective`` and ``settings_not_in_effect`` of a trial that ran
+    (:func:`gcbench.workloads.effective`).
+
+    Without CUDA, ``gpus`` is not in effect (the work ran in that many CPU processes,
+    no GPU), nor is ``precision: amp`` (bfloat16 autocast on the CPU, not float16 AMP)
+    or ``allow_tf32: true`` (TF32 exists only on a GPU). A power cap that could not be
+    set never gets here: the trial is skipped (:class:`gcbench.errors.SkipTrial` with
+    ``not_in_effect`` naming ``power_cap_w``).
+    """
+    from gcbench.workloads import AMP_ON_CPU, effective
+
+    if on_cuda:
+        return effective(cfg)
+    gpus = int(cfg["gpus"])
+    procs = "1 CPU process" if gpus == 1 else f"{gpus} CPU processes (DDP over gloo)"
+    used: dict[str, Any] = {"gpus": 0}
+    not_in_effect = {"gpus": f"no CUDA device: {gpus} GPU{'s' if gpus > 1 else ''} requested, ran in {procs}"}
+    if cfg["precision"] == "amp":
+        used["precision"] = "amp-bf16-cpu"
+        not_in_effect["precision"] = AMP_ON_CPU
+    if cfg["allow_tf32"]:
+        used["allow_tf32"] = False
+        not_in_effect["allow_tf32"] = "no CUDA device: TF32 exists only on a GPU"
+    return effective(cfg, used, not_in_effect)
 
 
 def _nvml_indices(gpus: int, on_cuda: bool, devices: list[int]) -> list[int]:

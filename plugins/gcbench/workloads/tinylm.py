@@ -52,12 +52,15 @@ loss (last step's mean cross-entropy, nats/token), loss_mean (over the window), 
 path, precision, precision_effective, device_kind, parameters, vocab_size (effective),
 merges_sha256, corpus_bytes, corpus_sha256, tokenized_in_window_tokens (torch path: ids
 the encoder produced inside the main window), and for external paths
-tokenize_duration_s, tokenize_tokens, tokenizer_impl, tokenizer_bin.
+tokenize_duration_s, tokenize_tokens, tokenizer_impl, tokenizer_bin; settings_effective
+and settings_not_in_effect (:func:`gcbench.workloads.effective`): ``precision: amp``
+without CUDA is not in effect (bfloat16 autocast on the CPU is not the float16 AMP a
+GPU runs).
 
 Raises:
     ValueError: unknown mode/path/precision, heads not dividing d_model, a corpus with
         fewer than context_length + 2 tokens.
-    SkipTrial: bf16 requested on a GPU without bf16.
+    SkipTrial: bf16 requested on a GPU without bf16 (``not_in_effect`` names precision).
     gcbench.tokenizer.TokenizerError (and subclasses): unreadable corpus or merges,
         failed tokenizer build, token file from other merges.
     RuntimeError: the native tokenizer exited non-zero (with its stderr).
@@ -73,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from gcbench.spec import TrialSpec
-from gcbench.workloads import TrialContext, settings
+from gcbench.workloads import AMP_ON_CPU, TrialContext, effective, settings
 from gcbench.workloads._loop import device_kind, run_steps, seed_everything, synchronizer
 
 DEFAULTS: dict[str, Any] = {
@@ -314,12 +317,14 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     # Precision
     precision = cfg["precision"]
     on_cuda = kind == "cuda"
+    not_in_effect: dict[str, str] = {}
     model_dtype = torch.float32
     autocast: Any = nullcontext
     scaler = None
     if precision == "bf16":
         if on_cuda and not torch.cuda.is_bf16_supported():
-            raise SkipTrial(f"bf16 is not supported on {torch.cuda.get_device_name(dev)}")
+            why = f"bf16 is not supported on {torch.cuda.get_device_name(dev)}"
+            raise SkipTrial(why, not_in_effect={"precision": why})
         model_dtype = torch.bfloat16
         precision_effective = "bf16" if on_cuda else "bf16-cpu"
     elif precision == "amp" and on_cuda:
@@ -330,6 +335,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     elif precision == "amp":
         autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
         precision_effective = "amp-bf16-cpu"
+        not_in_effect["precision"] = AMP_ON_CPU
     else:
         precision_effective = "fp32"
 
@@ -396,6 +402,8 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         "corpus_bytes": len(corpus),
         "corpus_sha256": _sha256(corpus),
         "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before) if cfg["path"] == "torch" else 0,
+        **effective(cfg, {"precision": precision_effective} if precision_effective != precision else None,
+                    not_in_effect),
     })
     if cfg["path"] != "torch":
         del source, ids
