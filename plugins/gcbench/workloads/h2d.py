@@ -54,8 +54,9 @@ MIB = 1 << 20
 GIB = 1 << 30
 DEFAULTS = {"memory": "pinned", "size_bytes": 64 * MIB, "pin_inside_window": False}
 CHECK_BYTES = 64 * MIB
-PINNED_UNAVAILABLE = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
 """In a seconds window, look at the clock after about this many bytes of copies."""
+PINNED_UNAVAILABLE = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
+"""Why pinned memory requested on a machine without CUDA is not in effect."""
 
 
 def check_settings(cfg: dict) -> None:
