@@ -39,8 +39,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "AIRFLOW_HOME": tmp, "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "GCBENCH_HOME": tmp}
-        out = subprocess.run([sys.executable, "-c", CODE, str(REPO / "dags"), str(args.rounds)], env=env,
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", CODE, str(REPO / "dags"), str(args.rounds)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     r = json.loads(out.stdout.strip().splitlines()[-1])
     n_plans = len(list((REPO / "plans").glob("*.yaml")))
     print(f"| DAG parse of {n_plans} plans | seconds |")
@@ -48,7 +53,9 @@ def main() -> None:
     print(f"| import Airflow (once per process) | {r['import_airflow_s']:.2f} |")
     print(f"| first parse (gcbench imports included) | {r['first_parse_s']:.3f} |")
     print(f"| re-parse, median of {args.rounds} | {r['reparse_median_s']:.3f} |")
-    print(f"DAGs: {r['dags']}, import errors: {r['errors']}; per plan: {r['reparse_median_s'] / max(1, r['dags']) * 1000:.1f} ms")
+    print(
+        f"DAGs: {r['dags']}, import errors: {r['errors']}; per plan: {r['reparse_median_s'] / max(1, r['dags']) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

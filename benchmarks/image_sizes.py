@@ -53,18 +53,20 @@ def describe(client, image) -> dict:
     layers = [h for h in history if h.get("Size", 0) > 0]
     largest = max(layers, key=lambda h: h["Size"], default={"Size": 0, "CreatedBy": ""})
     made_by = " ".join(largest.get("CreatedBy", "").replace("/bin/sh -c #(nop) ", "").split())
-    return dict(size=image.attrs.get("Size", 0), layers=len(layers), largest=largest["Size"],
-                largest_by=made_by[:60])
+    return dict(size=image.attrs.get("Size", 0), layers=len(layers), largest=largest["Size"], largest_by=made_by[:60])
 
 
 def main() -> int:
     client, where = connect()
     if client is None:
-        print(f"No Docker engine reachable ({where}): image sizes not measured. Run `make test-docker` "
-              "with GCBENCH_DOCKER_KEEP=1, or set DOCKER_HOST.")
+        print(
+            f"No Docker engine reachable ({where}): image sizes not measured. Run `make test-docker` "
+            "with GCBENCH_DOCKER_KEEP=1, or set DOCKER_HOST."
+        )
         return 0
-    images = sorted({tag: img for img in client.images.list() for tag in img.tags if tag.startswith("gcbench/")}
-                    .items())
+    images = sorted(
+        {tag: img for img in client.images.list() for tag in img.tags if tag.startswith("gcbench/")}.items()
+    )
     print(f"engine: {where}\n")
     if not images:
         print("No gcbench/* image on this engine (make test-docker and make test-compose build them).")

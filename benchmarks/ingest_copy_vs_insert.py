@@ -37,7 +37,7 @@ def write_samples(path: Path, n: int) -> None:
         f.write(",".join(SAMPLE_COLUMNS) + "\n")
         block = 200_000
         for i in range(0, n, block):
-            tt = t[i:i + block]
+            tt = t[i : i + block]
             lines = [f"{x:.3f},gpu0,nvml,300.000,301.500,{1000 + 300 * x:.3f},55.0,1980,0\n" for x in tt]
             f.writelines(lines)
 
@@ -53,11 +53,17 @@ def main() -> None:
         with db.connection(url) as conn:
             pk = ingest.register_run(conn, PLAN, PLAN.dag_id, "bench", None)
             with conn.cursor() as cur:
-                cur.execute("INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
-                            "spec, status) VALUES (%s, 'copy', 'bench', 'n', 'n', 'noop', 0, '{}', 'ok') RETURNING id", (pk,))
+                cur.execute(
+                    "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
+                    "spec, status) VALUES (%s, 'copy', 'bench', 'n', 'n', 'noop', 0, '{}', 'ok') RETURNING id",
+                    (pk,),
+                )
                 copy_pk = cur.fetchone()[0]
-                cur.execute("INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
-                            "spec, status) VALUES (%s, 'insert', 'bench', 'n', 'n', 'noop', 0, '{}', 'ok') RETURNING id", (pk,))
+                cur.execute(
+                    "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
+                    "spec, status) VALUES (%s, 'insert', 'bench', 'n', 'n', 'noop', 0, '{}', 'ok') RETURNING id",
+                    (pk,),
+                )
                 insert_pk = cur.fetchone()[0]
             conn.commit()
             t0 = time.perf_counter()
@@ -71,8 +77,10 @@ def main() -> None:
             with open(path) as f, conn.cursor() as cur:
                 reader = csv.reader(f)
                 next(reader)
-                sql = (f"INSERT INTO samples (trial_pk, {', '.join(SAMPLE_COLUMNS)}) "
-                       f"VALUES (%s, {', '.join(['%s'] * len(SAMPLE_COLUMNS))})")
+                sql = (
+                    f"INSERT INTO samples (trial_pk, {', '.join(SAMPLE_COLUMNS)}) "
+                    f"VALUES (%s, {', '.join(['%s'] * len(SAMPLE_COLUMNS))})"
+                )
                 for i, row in enumerate(reader):
                     if i >= args.insert_samples:
                         break

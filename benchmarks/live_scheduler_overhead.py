@@ -28,6 +28,7 @@ so compare runs made back to back.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -68,15 +69,20 @@ class Api:
 
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
         if self._token is None:
-            req = urllib.request.Request(f"{self.url}/auth/token", method="POST",
-                                         data=json.dumps({"username": "admin", "password": self.password}).encode(),
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                f"{self.url}/auth/token",
+                method="POST",
+                data=json.dumps({"username": "admin", "password": self.password}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(req, timeout=60) as r:
                 self._token = json.loads(r.read())["access_token"]
-        req = urllib.request.Request(self.url + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {self._token}",
-                                              "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=60) as r:
             return json.loads(r.read())
 
@@ -120,11 +126,19 @@ def _trial_log_times(path: Path) -> dict[str, float]:
         return out
     for line in lines:
         stamp, _, message = line.partition(" ")
-        key = ("start" if " starts" in message and message.startswith("trial ") else
-               "workload" if message.startswith("workload ") and " starts " in message else
-               "window_begin" if message.startswith("window main begins") else
-               "window_end" if message.startswith("window main ends") else
-               "end" if message.startswith("trial ") and " ends: " in message else None)
+        key = (
+            "start"
+            if " starts" in message and message.startswith("trial ")
+            else "workload"
+            if message.startswith("workload ") and " starts " in message
+            else "window_begin"
+            if message.startswith("window main begins")
+            else "window_end"
+            if message.startswith("window main ends")
+            else "end"
+            if message.startswith("trial ") and " ends: " in message
+            else None
+        )
         if key and key not in out:
             try:
                 out[key] = _ts(stamp)
@@ -174,14 +188,24 @@ def measure(args) -> int:
     root = Path(args.root)
     (root / "plans").mkdir(parents=True, exist_ok=True)
     plan_path = root / "plans" / (Path(args.plan).name if args.plan else "overhead.yaml")
-    plan_path.write_text(Path(args.plan).read_text(encoding="utf-8") if args.plan else
-                         PLAN.format(trials=args.trials, window_s=args.window_s), encoding="utf-8")
+    plan_path.write_text(
+        Path(args.plan).read_text(encoding="utf-8")
+        if args.plan
+        else PLAN.format(trials=args.trials, window_s=args.window_s),
+        encoding="utf-8",
+    )
     plan = load_plan(plan_path)
     conf = json.loads(args.conf) if args.conf else {}
     for key in [k for k in os.environ if k.startswith("AIRFLOW__")] + ["GCBENCH_DATABASE_URL", "AIRFLOW_HOME"]:
         os.environ.pop(key, None)  # a throw-away stack: the embedded PostgreSQL, the settings `up` writes
-    os.environ.update({"GCBENCH_HOME": str(root / "home"), "GCBENCH_PLANS_DIR": str(root / "plans"),
-                       "GCBENCH_REPORTS_DIR": str(root / "reports"), "GCBENCH_PROJECT_ROOT": str(REPO)})
+    os.environ.update(
+        {
+            "GCBENCH_HOME": str(root / "home"),
+            "GCBENCH_PLANS_DIR": str(root / "plans"),
+            "GCBENCH_REPORTS_DIR": str(root / "reports"),
+            "GCBENCH_PROJECT_ROOT": str(REPO),
+        }
+    )
     load_before = os.getloadavg()
     t_up = time.monotonic()
     info = airflow_local.up(port=_free_port(), log=lambda m: print(f"    {m}", file=sys.stderr))
@@ -196,9 +220,14 @@ def measure(args) -> int:
         print(f"    {dag_id} run {run_id}" + (f" {conf}" if conf else ""), file=sys.stderr)
         t_run = time.monotonic()
         cpu0 = _service_cpu_s(info.home)
-        state = _wait("the DAG run to finish", args.timeout_s or 120 + args.trials * 30,
-                      lambda: (lambda s: s if s in ("success", "failed") else None)(
-                          api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]), 2.0)
+        state = _wait(
+            "the DAG run to finish",
+            args.timeout_s or 120 + args.trials * 30,
+            lambda: (lambda s: s if s in ("success", "failed") else None)(
+                api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+            ),
+            2.0,
+        )
         run_s = time.monotonic() - t_run
         cpu1 = _service_cpu_s(info.home)
         cpu = {k: cpu1[k] - cpu0[k] for k in cpu0 if k in cpu1}
@@ -206,16 +235,24 @@ def measure(args) -> int:
         load_after = os.getloadavg()
         from gcbench.store import db
 
-        with db.connection(json.loads((info.home / airflow_local.STATE_FILE).read_text())["env"]
-                           ["GCBENCH_DATABASE_URL"]) as conn, conn.cursor() as cur:
-            cur.execute("SELECT t.trial_id, t.status, t.valid, t.result->'windows'->'main', t.variant "
-                        "FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id WHERE r.run_id = %s", (run_id,))
+        with (
+            db.connection(
+                json.loads((info.home / airflow_local.STATE_FILE).read_text())["env"]["GCBENCH_DATABASE_URL"]
+            ) as conn,
+            conn.cursor() as cur,
+        ):
+            cur.execute(
+                "SELECT t.trial_id, t.status, t.valid, t.result->'windows'->'main', t.variant "
+                "FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id WHERE r.run_id = %s",
+                (run_id,),
+            )
             trials = cur.fetchall()
     finally:
         if not args.keep_running:
             airflow_local.down(home=info.home, log=lambda m: print(f"    {m}", file=sys.stderr))
-    return report(args, root, info.home, plan.name, dag_id, run_id, state, tis, trials, up_s, run_s, load_before,
-                  load_after, cpu)
+    return report(
+        args, root, info.home, plan.name, dag_id, run_id, state, tis, trials, up_s, run_s, load_before, load_after, cpu
+    )
 
 
 def _service_cpu_s(home: Path) -> dict[str, float]:
@@ -234,8 +271,22 @@ def _service_cpu_s(home: Path) -> dict[str, float]:
     return out
 
 
-def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: str, state: str, tis: list[dict],
-           trials: list, up_s: float, run_s: float, load_before, load_after, cpu: dict[str, float]) -> int:
+def report(
+    args,
+    root: Path,
+    home: Path,
+    plan_name: str,
+    dag_id: str,
+    run_id: str,
+    state: str,
+    tis: list[dict],
+    trials: list,
+    up_s: float,
+    run_s: float,
+    load_before,
+    load_after,
+    cpu: dict[str, float],
+) -> int:
     from gcbench import config
 
     runs = [t for t in tis if t["task_id"].startswith("run_trial_") and t.get("start_date") and t.get("end_date")]
@@ -252,15 +303,24 @@ def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: st
         a, b = _ts(ti["start_date"]), _ts(ti["end_date"])
         match = [tid for tid, lt in by_outdir.items() if lt.get("start") and a <= lt["start"] <= b]
         tid = match[0] if len(match) == 1 else None
-        rows.append({"ti": ti, "start": a, "end": b, "trial": tid, "window": windows.get(tid),
-                     "variant": variant_of.get(tid),
-                     "log": by_outdir.get(tid, {}),
-                     "leased": _task_log_leased(home, dag_id, run_id, ti["task_id"], ti["map_index"]),
-                     "scheduled": _ts(ti.get("scheduled_when")), "queued": _ts(ti.get("queued_when"))})
+        rows.append(
+            {
+                "ti": ti,
+                "start": a,
+                "end": b,
+                "trial": tid,
+                "window": windows.get(tid),
+                "variant": variant_of.get(tid),
+                "log": by_outdir.get(tid, {}),
+                "leased": _task_log_leased(home, dag_id, run_id, ti["task_id"], ti["map_index"]),
+                "scheduled": _ts(ti.get("scheduled_when")),
+                "queued": _ts(ti.get("queued_when")),
+            }
+        )
     ok = [r for r in rows if r["window"] is not None]
     beyond = [r["end"] - r["start"] - r["window"] for r in ok]
     gaps, costs = [], []
-    for prev, cur in zip(rows, rows[1:]):
+    for prev, cur in itertools.pairwise(rows):
         gap = cur["start"] - prev["end"]
         gaps.append(gap)
         if cur["window"] is not None:
@@ -273,14 +333,24 @@ def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: st
         return y - x if x is not None and y is not None else None
 
     for i, r in enumerate(rows):
-        r["at"] = {"prev_end": rows[i - 1]["end"] if i else None, "queued": r["queued"], "start": r["start"],
-                   "leased": r["leased"], **{f"trial_{k}": v for k, v in r["log"].items()}, "end": r["end"]}
+        r["at"] = {
+            "prev_end": rows[i - 1]["end"] if i else None,
+            "queued": r["queued"],
+            "start": r["start"],
+            "leased": r["leased"],
+            **{f"trial_{k}": v for k, v in r["log"].items()},
+            "end": r["end"],
+        }
     median_cost = statistics.median(costs) if costs else float("nan")
-    print(f"DAG run {state}: {len(runs)} trial tasks, {len(trials)} trials stored "
-          f"({sum(1 for t in trials if t[1] == 'ok')} ok, {sum(1 for t in trials if t[2])} valid); "
-          f"`gcbench airflow up` {up_s:.0f} s, run {run_s:.0f} s")
-    print(f"machine: {os.cpu_count()} CPUs, load average (1, 5, 15 min) {load_before[0]:.2f} {load_before[1]:.2f} "
-          f"{load_before[2]:.2f} before, {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after\n")
+    print(
+        f"DAG run {state}: {len(runs)} trial tasks, {len(trials)} trials stored "
+        f"({sum(1 for t in trials if t[1] == 'ok')} ok, {sum(1 for t in trials if t[2])} valid); "
+        f"`gcbench airflow up` {up_s:.0f} s, run {run_s:.0f} s"
+    )
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average (1, 5, 15 min) {load_before[0]:.2f} {load_before[1]:.2f} "
+        f"{load_before[2]:.2f} before, {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after\n"
+    )
     what = f"per no-op trial ({args.window_s:g} s window)" if not args.plan else f"per trial of {plan_name}"
     print(f"| {what}, seconds | median | p10 | p90 | max |")
     print("|---|---:|---:|---:|---:|")
@@ -288,10 +358,17 @@ def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: st
     print(_row("task wall time beyond its window", beyond))
     print(_row("gap: previous trial task's end -> this one's start", gaps))
     print(_row("**cost per trial: beyond window + gap**", costs))
-    target = "" if args.plan else (f" (target for no-op trials <= {TARGET_COST_S:g} s: "
-                                   f"{'met' if median_cost <= TARGET_COST_S else 'NOT met'})")
-    print(f"\ncost per trial: median {median_cost:.3f} s{target}; mean over the run "
-          f"((last end - first start - windows) / trials) {mean_cost:.3f} s\n")
+    target = (
+        ""
+        if args.plan
+        else (
+            f" (target for no-op trials <= {TARGET_COST_S:g} s: {'met' if median_cost <= TARGET_COST_S else 'NOT met'})"
+        )
+    )
+    print(
+        f"\ncost per trial: median {median_cost:.3f} s{target}; mean over the run "
+        f"((last end - first start - windows) / trials) {mean_cost:.3f} s\n"
+    )
     print("| where it goes, seconds | median | p10 | p90 | max |")
     print("|---|---:|---:|---:|---:|")
     phases = [
@@ -306,9 +383,11 @@ def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: st
     for name, a, b in phases:
         print(_row(name, [between(r, a, b) for r in rows]))
     if len({r["variant"] for r in rows}) > 1:
-        print("\n| per variant (medians), seconds | trials | window | task beyond window | task start -> trial "
-              "start | trial start -> workload (sampler, torch import) | workload -> window (model, data, warm-up) "
-              "| window end -> trial end | trial end -> task end |")
+        print(
+            "\n| per variant (medians), seconds | trials | window | task beyond window | task start -> trial "
+            "start | trial start -> workload (sampler, torch import) | workload -> window (model, data, warm-up) "
+            "| window end -> trial end | trial end -> task end |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for variant in sorted({r["variant"] for r in rows if r["variant"]}):
             mine = [r for r in rows if r["variant"] == variant]
@@ -317,22 +396,39 @@ def report(args, root: Path, home: Path, plan_name: str, dag_id: str, run_id: st
                 v = [x for x in values if x is not None]
                 return f"{statistics.median(v):.2f}" if v else "–"
 
-            print(f"| {variant} | {len(mine)} | {med([r['window'] for r in mine])} | "
-                  f"{med([r['end'] - r['start'] - r['window'] for r in mine if r['window'] is not None])} | "
-                  f"{med([between(r, 'start', 'trial_start') for r in mine])} | "
-                  f"{med([between(r, 'trial_start', 'trial_workload') for r in mine])} | "
-                  f"{med([between(r, 'trial_workload', 'trial_window_begin') for r in mine])} | "
-                  f"{med([between(r, 'trial_window_end', 'trial_end') for r in mine])} | "
-                  f"{med([between(r, 'trial_end', 'end') for r in mine])} |")
+            print(
+                f"| {variant} | {len(mine)} | {med([r['window'] for r in mine])} | "
+                f"{med([r['end'] - r['start'] - r['window'] for r in mine if r['window'] is not None])} | "
+                f"{med([between(r, 'start', 'trial_start') for r in mine])} | "
+                f"{med([between(r, 'trial_start', 'trial_workload') for r in mine])} | "
+                f"{med([between(r, 'trial_workload', 'trial_window_begin') for r in mine])} | "
+                f"{med([between(r, 'trial_window_end', 'trial_end') for r in mine])} | "
+                f"{med([between(r, 'trial_end', 'end') for r in mine])} |"
+            )
     if cpu:
-        print("\nCPU of Airflow's own processes during the run (not their children), seconds per trial: " +
-              ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in cpu.items()))
+        print(
+            "\nCPU of Airflow's own processes during the run (not their children), seconds per trial: "
+            + ", ".join(f"{k} {v / max(1, len(rows)):.3f}" for k, v in cpu.items())
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "state": state, "trials": len(rows), "median_cost_s": median_cost, "mean_cost_s": mean_cost,
-            "load_before": load_before, "load_after": load_after, "service_cpu_s": cpu,
-            "rows": [{k: v for k, v in r.items() if k != "ti"} | {"map_index": r["ti"]["map_index"]} for r in rows]},
-            indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "state": state,
+                    "trials": len(rows),
+                    "median_cost_s": median_cost,
+                    "mean_cost_s": mean_cost,
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "service_cpu_s": cpu,
+                    "rows": [
+                        {k: v for k, v in r.items() if k != "ti"} | {"map_index": r["ti"]["map_index"]} for r in rows
+                    ],
+                },
+                indent=1,
+                default=str,
+            )
+        )
     return 0 if state == "success" and ok and len(ok) == len(rows) else 1
 
 
@@ -341,7 +437,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--window-s", type=float, default=1.2)
     parser.add_argument("--plan", help="run this plan instead of the no-op plan (e.g. plans/smoke.yaml)")
-    parser.add_argument("--conf", help='run parameters as JSON, e.g. \'{"repetitions": 1}\'')
+    parser.add_argument("--conf", help="run parameters as JSON, e.g. '{\"repetitions\": 1}'")
     parser.add_argument("--timeout-s", type=float, help="longest wait for the DAG run (default 120 s + 30 s a trial)")
     parser.add_argument("--keep", help="keep GCBENCH_HOME, logs and trial folders in this folder")
     parser.add_argument("--keep-running", action="store_true", help="leave the Airflow of the benchmark running")

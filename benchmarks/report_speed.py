@@ -32,7 +32,6 @@ def main() -> int:
     import matplotlib  # noqa: F401  (import cost reported apart: paid once per process)
     import pandas  # noqa: F401
     import scipy.stats  # noqa: F401
-
     from synthetic import make_report_data
 
     from gcbench.report import write_report
@@ -61,14 +60,18 @@ def main() -> int:
         for k, v in (("analysis", t_an), ("plots", t_pl), ("write_report", t_all)):
             best[k] = min(best.get(k, v), v)
 
-    print(f"report speed: {len(data.trials):,} trials, {n_groups} groups, "
-          f"{len(a.comparisons)} comparisons, {args.resamples:,} bootstrap resamples "
-          f"(best of {args.repeat})")
+    print(
+        f"report speed: {len(data.trials):,} trials, {n_groups} groups, "
+        f"{len(a.comparisons)} comparisons, {args.resamples:,} bootstrap resamples "
+        f"(best of {args.repeat})"
+    )
     print(f"  imports (once per process)   {t_import:6.2f} s")
     print(f"  statistics + analysis        {best['analysis']:6.2f} s")
     print(f"  plots ({len(make_plots(a))} PNG)              {best['plots']:6.2f} s")
-    print(f"  write_report total           {best['write_report']:6.2f} s   "
-          f"(limit {LIMIT_S:.0f} s: {'OK' if best['write_report'] <= LIMIT_S else 'TOO SLOW'})")
+    print(
+        f"  write_report total           {best['write_report']:6.2f} s   "
+        f"(limit {LIMIT_S:.0f} s: {'OK' if best['write_report'] <= LIMIT_S else 'TOO SLOW'})"
+    )
     return 0 if best["write_report"] <= LIMIT_S else 1
 
 

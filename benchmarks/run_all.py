@@ -16,8 +16,10 @@ BENCHMARKS = [
     ("COPY ingestion vs row-by-row INSERT (1,000,000 samples)", ["ingest_copy_vs_insert.py"]),
     ("DAG parse time of all plans", ["dag_parse.py"]),
     ("Local runner overhead per no-op trial", ["runner_overhead.py"]),
-    ("Per-trial overhead under a live Airflow scheduler, 50 no-op trials (target <= 2 s a trial, gap included)",
-     ["live_scheduler_overhead.py"]),
+    (
+        "Per-trial overhead under a live Airflow scheduler, 50 no-op trials (target <= 2 s a trial, gap included)",
+        ["live_scheduler_overhead.py"],
+    ),
     ("Sampler overhead on a compute-bound loop (target <= 0.5 % on a GPU)", ["sampler_overhead.py"]),
     ("Tokenizer throughput, one thread (targets: Rust >= tiktoken, Go >= 0.5x tiktoken)", ["tokenizer_throughput.py"]),
     ("Report of 1,018 trials in 12 groups, 10,000 resamples (target <= 5 s)", ["report_speed.py"]),

@@ -25,8 +25,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--window-s", type=float, default=1.0)
     args = parser.parse_args()
-    plan = plan_from_text(f"name: overhead\nrepetitions: {args.trials}\nwindow: {{seconds: {args.window_s}}}\n"
-                          "energy: {backend: simulated}\nworkloads: [{name: noop, kind: noop}]\n")
+    plan = plan_from_text(
+        f"name: overhead\nrepetitions: {args.trials}\nwindow: {{seconds: {args.window_s}}}\n"
+        "energy: {backend: simulated}\nworkloads: [{name: noop, kind: noop}]\n"
+    )
     walls, windows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for spec in expand(plan):

@@ -40,20 +40,28 @@ def main() -> None:
         step, sync, settings, where = (lambda: a @ b), None, EnergySettings(backend="simulated"), "cpu fp32 (1 thread)"
         flop = 2 * n**3
     r = throughput_ratio(step, settings, [0], seconds=args.seconds, rounds=args.rounds, sync=sync)
-    r.update(device=where, matrix=n, sample_hz=settings.sample_hz, counter_hz=settings.counter_hz,
-             baseline_tflops=max(r["baseline_steps_per_s"]) * flop / 1e12)
+    r.update(
+        device=where,
+        matrix=n,
+        sample_hz=settings.sample_hz,
+        counter_hz=settings.counter_hz,
+        baseline_tflops=max(r["baseline_steps_per_s"]) * flop / 1e12,
+    )
     if args.json:
         print(json.dumps(r, indent=2))
         return
-    print(f"sampler overhead on {where} matmul {n}x{n}, meter backend {r['backend']}, "
-          f"{settings.sample_hz:g} Hz power / {settings.counter_hz:g} Hz counter")
+    print(
+        f"sampler overhead on {where} matmul {n}x{n}, meter backend {r['backend']}, "
+        f"{settings.sample_hz:g} Hz power / {settings.counter_hz:g} Hz counter"
+    )
     print(f"  baseline steps/s: {', '.join(f'{x:.1f}' for x in r['baseline_steps_per_s'])}")
     print(f"  metered  steps/s: {', '.join(f'{x:.1f}' for x in r['metered_steps_per_s'])}")
-    print(f"  throughput ratio (median of paired metered/baseline): {r['ratio']:.4f}  "
-          f"overhead: {100 * r['overhead']:+.2f} %")
+    print(
+        f"  throughput ratio (median of paired metered/baseline): {r['ratio']:.4f}  "
+        f"overhead: {100 * r['overhead']:+.2f} %"
+    )
     if r.get("sampler_cpu_fraction") is not None:
-        print(f"  sampler process CPU: {100 * r['sampler_cpu_fraction']:.1f} % of one core "
-              "(start-up included)")
+        print(f"  sampler process CPU: {100 * r['sampler_cpu_fraction']:.1f} % of one core (start-up included)")
 
 
 if __name__ == "__main__":

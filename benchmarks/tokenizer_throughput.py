@@ -76,14 +76,15 @@ def id_check(ids, reference) -> tuple[bool, int]:
     return False, differ
 
 
-def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
-            hf_configs: list[str] | None = None) -> dict[str, dict]:
+def measure(
+    name: str, data: bytes, merges, args, tmp: Path, notes: list[str], hf_configs: list[str] | None = None
+) -> dict[str, dict]:
     """Encode ``data`` with every implementation; {impl: {encode_s, tokens, same_ids, ...}}.
 
     ``hf_configs``: the ``layout+call`` combinations of tokenizers to try (None: all).
     """
-    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer import Encoder, read_tokens
+    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer.native import run_native
 
     results: dict[str, dict] = {}
@@ -100,7 +101,9 @@ def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
     try:
         from gcbench.tokenizer.tiktoken_encoding import tiktoken_encoding
 
-        secs, ids = best_of(args.repeat, timed(lambda: tiktoken_encoding(merges), lambda enc: enc.encode_ordinary(text)))
+        secs, ids = best_of(
+            args.repeat, timed(lambda: tiktoken_encoding(merges), lambda enc: enc.encode_ordinary(text))
+        )
         record("tiktoken", secs, ids)
     except ImportError:
         notes.append("tiktoken not installed (pip install -e .[bench]): no tiktoken row")
@@ -123,9 +126,16 @@ def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
                 secs, ids = best_of(args.repeat, timed(lambda layout=layout: hf_tokenizer(merges, layout), fn))
                 configs[f"{layout}+{call}"] = (secs, ids)
         fastest = min(configs, key=lambda c: configs[c][0])
-        record("tokenizers", configs[fastest][0], configs[fastest][1], config=fastest,
-               configs={c: {"mb_per_s": len(data) / 1e6 / s, "same_ids": id_check(i, reference)[0]}
-                        for c, (s, i) in configs.items()})
+        record(
+            "tokenizers",
+            configs[fastest][0],
+            configs[fastest][1],
+            config=fastest,
+            configs={
+                c: {"mb_per_s": len(data) / 1e6 / s, "same_ids": id_check(i, reference)[0]}
+                for c, (s, i) in configs.items()
+            },
+        )
     except ImportError:
         notes.append("tokenizers not installed (pip install -e .[bench]): no tokenizers row")
 
@@ -149,7 +159,9 @@ def measure(name: str, data: bytes, merges, args, tmp: Path, notes: list[str],
 
 def print_table(title: str, data_bytes: int, results: dict[str, dict], targets: bool) -> None:
     print(f"\n{title}: {data_bytes:,} bytes\n")
-    print(f"| {'impl':<10} | {'MB/s':>8} | {'tokens':>9} | {'x tiktoken':>10} | {'x tokenizers':>12} | same ids | target |")
+    print(
+        f"| {'impl':<10} | {'MB/s':>8} | {'tokens':>9} | {'x tiktoken':>10} | {'x tokenizers':>12} | same ids | target |"
+    )
     print("|" + "|".join(["-" * 12, "-" * 10, "-" * 11, "-" * 12, "-" * 14, "-" * 10, "-" * 8]) + "|")
     for name in ORDER:
         if name not in results:
@@ -160,11 +172,14 @@ def print_table(title: str, data_bytes: int, results: dict[str, dict], targets: 
         target = ""
         if targets and name in TARGETS and r["vs_tiktoken"] is not None:
             target = f">= {TARGETS[name]:.1f}x tiktoken: {'met' if r['vs_tiktoken'] >= TARGETS[name] else 'NOT met'}"
-        print(f"| {name:<10} | {r['mb_per_s']:>8.1f} | {r['tokens']:>9} | {ratios[0]:>10} | {ratios[1]:>12} | {same} | {target} |")
+        print(
+            f"| {name:<10} | {r['mb_per_s']:>8.1f} | {r['tokens']:>9} | {ratios[0]:>10} | {ratios[1]:>12} | {same} | {target} |"
+        )
     tok = results.get("tokenizers")
     if tok and len(tok["configs"]) > 1:
-        tried = ", ".join(f"{c} {v['mb_per_s']:.1f} MB/s{'' if v['same_ids'] else ' (ids differ)'}"
-                          for c, v in tok["configs"].items())
+        tried = ", ".join(
+            f"{c} {v['mb_per_s']:.1f} MB/s{'' if v['same_ids'] else ' (ids differ)'}" for c, v in tok["configs"].items()
+        )
         print(f"\ntokenizers configurations (fastest is the row above): {tried}")
 
 
@@ -172,7 +187,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vocab-size", type=int, default=4096, help="ids of the tokenizer trained on the corpus")
     ap.add_argument("--repeat", type=int, default=5, help="repetitions per implementation (fastest kept)")
-    ap.add_argument("--long-mb", type=float, default=4.0, help="MB of one repeated space for the long-run input (0: skip)")
+    ap.add_argument(
+        "--long-mb", type=float, default=4.0, help="MB of one repeated space for the long-run input (0: skip)"
+    )
     ap.add_argument("--cache-dir", type=Path, default=None, help="native binaries cache [$GCBENCH_HOME/tools]")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = ap.parse_args()
@@ -196,24 +213,46 @@ def main() -> None:
         measured["corpus"] = measure("corpus", corpus, merges, args, Path(tmp), notes)
         if "long_run" in inputs:  # tokenizers: the configuration fastest on the corpus only
             fastest = measured["corpus"].get("tokenizers", {}).get("config")
-            measured["long_run"] = measure("long run", inputs["long_run"], merges, args, Path(tmp), notes,
-                                           hf_configs=[fastest] if fastest else None)
+            measured["long_run"] = measure(
+                "long run",
+                inputs["long_run"],
+                merges,
+                args,
+                Path(tmp),
+                notes,
+                hf_configs=[fastest] if fastest else None,
+            )
     notes = list(dict.fromkeys(notes))
     if args.json:
-        print(json.dumps({"corpus_bytes": len(corpus), "vocab_size": merges.vocab_size, "train_s": train_s,
-                          "repeat": args.repeat, "notes": notes,
-                          "inputs": {n: {"bytes": len(inputs[n]), "results": r} for n, r in measured.items()}},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "corpus_bytes": len(corpus),
+                    "vocab_size": merges.vocab_size,
+                    "train_s": train_s,
+                    "repeat": args.repeat,
+                    "notes": notes,
+                    "inputs": {n: {"bytes": len(inputs[n]), "results": r} for n, r in measured.items()},
+                },
+                indent=2,
+            )
+        )
         return
 
-    print(f"vocab {merges.vocab_size} trained on the corpus in {train_s:.2f} s; one thread; "
-          f"fastest of {args.repeat}; MB/s of encoding only")
+    print(
+        f"vocab {merges.vocab_size} trained on the corpus in {train_s:.2f} s; one thread; "
+        f"fastest of {args.repeat}; MB/s of encoding only"
+    )
     for note in notes:
         print(f"note: {note}")
     print_table("corpus (pydoc_data.topics)", len(corpus), measured["corpus"], targets=True)
     if "long_run" in measured:
-        print_table("long run (one repeated space, a single pre-token)", len(inputs["long_run"]),
-                    measured["long_run"], targets=False)
+        print_table(
+            "long run (one repeated space, a single pre-token)",
+            len(inputs["long_run"]),
+            measured["long_run"],
+            targets=False,
+        )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 AIRFLOW_VERSION = "3.3.2"
 EXTRA = [
-    "apache-airflow-providers-fab",      # the auth manager of docker-compose.yml (users, roles, /auth/token)
-    "apache-airflow-providers-celery",   # CeleryExecutor (the `celery` profile); brings celery[redis]
+    "apache-airflow-providers-fab",  # the auth manager of docker-compose.yml (users, roles, /auth/token)
+    "apache-airflow-providers-celery",  # CeleryExecutor (the `celery` profile); brings celery[redis]
 ]
 RELEASED = {
     # flask-appbuilder (FAB provider) requires python-dateutil<3; the venv has 4.x
@@ -50,25 +50,49 @@ def requirements() -> list[str]:
 
 
 def main() -> int:
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], check=True,
-                            capture_output=True, text=True).stdout.splitlines()
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     pins = [ln for ln in frozen if "==" in ln and ln.split("==")[0].lower() not in SKIP | set(RELEASED)]
     with tempfile.TemporaryDirectory() as tmp:
         cfile = Path(tmp) / "venv.txt"
         cfile.write_text("\n".join(pins) + "\n")
         report = Path(tmp) / "report.json"
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                               "--report", str(report), "-c", str(cfile), *requirements()],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--report",
+                str(report),
+                "-c",
+                str(cfile),
+                *requirements(),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-4000:])
             return 1
         resolved = json.loads(report.read_text())["install"]
-    lines = sorted((f"{p['metadata']['name']}=={p['metadata']['version']}" for p in resolved
-                    if p["metadata"]["name"].lower() not in SKIP), key=str.lower)
+    lines = sorted(
+        (
+            f"{p['metadata']['name']}=={p['metadata']['version']}"
+            for p in resolved
+            if p["metadata"]["name"].lower() not in SKIP
+        ),
+        key=str.lower,
+    )
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    print(f"# Constraints of the Debian Airflow image (images/airflow-debian.Dockerfile): Airflow {AIRFLOW_VERSION},"
-          f" Python {py}.")
+    print(
+        f"# Constraints of the Debian Airflow image (images/airflow-debian.Dockerfile): Airflow {AIRFLOW_VERSION},"
+        f" Python {py}."
+    )
     print("# Made by scripts/airflow_constraints.py from the versions the project's venv resolved, plus")
     print(f"# {', '.join(EXTRA)}; released pins: " + "; ".join(f"{k} ({v})" for k, v in RELEASED.items()) + ".")
     print("# Airflow's own constraints file (GitHub) stands in for this where GitHub is reachable.")

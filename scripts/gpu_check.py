@@ -62,16 +62,19 @@ def open_gpu():
     except ImportError as exc:
         raise NoGpu(f"torch is not installed ({exc})") from None
     if not torch.cuda.is_available():
-        raise NoGpu(f"no CUDA GPU visible to torch (torch {torch.__version__}, CUDA build {torch.version.cuda}, "
-                    f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run this on a GPU machine, "
-                    f"or use --dry-run")
+        raise NoGpu(
+            f"no CUDA GPU visible to torch (torch {torch.__version__}, CUDA build {torch.version.cuda}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); run this on a GPU machine, "
+            f"or use --dry-run"
+        )
     from gcbench.energy import nvml
     from gcbench.errors import MeasurementError
 
     try:
         nv = nvml.load()
-        gpus, _ = nvml.resolve_devices(nv, [], os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                       os.environ.get("CUDA_DEVICE_ORDER"))
+        gpus, _ = nvml.resolve_devices(
+            nv, [], os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER")
+        )
     except MeasurementError as exc:
         raise NoGpu(str(exc)) from None
     cuda_uuid = "GPU-" + str(torch.cuda.get_device_properties(0).uuid)
@@ -95,11 +98,13 @@ def nvml_facts(nv, handle) -> dict:
         return v.decode() if isinstance(v, bytes) else v
 
     constraints = safe(nv.nvmlDeviceGetPowerManagementLimitConstraints, handle)
-    facts = {"name": s(safe(nv.nvmlDeviceGetName, handle)), "driver": s(safe(nv.nvmlSystemGetDriverVersion)),
-             "nvml_version": s(safe(nv.nvmlSystemGetNVMLVersion)),
-             "power_limit_w": _mw(safe(nv.nvmlDeviceGetPowerManagementLimit, handle)),
-             "power_limit_constraints_w": constraints if isinstance(constraints, str) else
-             [_mw(x) for x in constraints]}
+    facts = {
+        "name": s(safe(nv.nvmlDeviceGetName, handle)),
+        "driver": s(safe(nv.nvmlSystemGetDriverVersion)),
+        "nvml_version": s(safe(nv.nvmlSystemGetNVMLVersion)),
+        "power_limit_w": _mw(safe(nv.nvmlDeviceGetPowerManagementLimit, handle)),
+        "power_limit_constraints_w": constraints if isinstance(constraints, str) else [_mw(x) for x in constraints],
+    }
     fields = [nv.NVML_FI_DEV_POWER_INSTANT, nv.NVML_FI_DEV_POWER_AVERAGE]
     try:
         vals = nv.nvmlDeviceGetFieldValues(handle, fields)
@@ -162,7 +167,7 @@ def make_load(torch, n: int = 8192):
         for _ in range(4):
             a @ b
 
-    return load, step, torch.cuda.synchronize, 2 * n ** 3 * 4
+    return load, step, torch.cuda.synchronize, 2 * n**3 * 4
 
 
 def record_phases(nv, handle, load) -> dict:
@@ -184,20 +189,19 @@ def record_phases(nv, handle, load) -> dict:
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()
-    time.sleep(1.2)            # reads before the first phase: its 1-s averages and edge steps need them
+    time.sleep(1.2)  # reads before the first phase: its 1-s averages and edge steps need them
     phases = []
     for name, seconds in PHASES:
         a = time.perf_counter()
         load(name, seconds)
         phases.append((name, a, time.perf_counter()))
-    time.sleep(1.3)            # and after the last
+    time.sleep(1.3)  # and after the last
     stop.set()
     th.join()
     import numpy as np
 
     arr = np.array(rows)
-    return {"t_s": arr[:, 0], "instant_w": arr[:, 1], "average_w": arr[:, 2], "energy_j": arr[:, 3],
-            "phases": phases}
+    return {"t_s": arr[:, 0], "instant_w": arr[:, 1], "average_w": arr[:, 2], "energy_j": arr[:, 3], "phases": phases}
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -219,8 +223,12 @@ def analyse_recording(rec: dict, sampler_hz: float = 20.0) -> dict:
     t, inst, avg, e = (np.asarray(rec[k], dtype=float) for k in ("t_s", "instant_w", "average_w", "energy_j"))
     ticks = I.detect_ticks(t, e)
     good = ticks.uncertainty_s <= I.MAX_TICK_UNCERTAINTY_S
-    out: dict = {"reads": int(t.size), "reads_per_s": float(t.size / (t[-1] - t[0])) if t.size > 1 else None,
-                 "counter_tick_period_s": ticks.period_s, "default_lag_s": I.AVERAGE_POWER_LAG_S}
+    out: dict = {
+        "reads": int(t.size),
+        "reads_per_s": float(t.size / (t[-1] - t[0])) if t.size > 1 else None,
+        "counter_tick_period_s": ticks.period_s,
+        "default_lag_s": I.AVERAGE_POWER_LAG_S,
+    }
     try:
         theta, rms = I.fit_average_power_lag_s(t, avg, ticks.t_s[good], ticks.energy_j[good])
         out.update(fitted_theta_s=theta, fitted_lag_s=0.5 + theta, fit_rms_w=rms)
@@ -235,17 +243,36 @@ def analyse_recording(rec: dict, sampler_hz: float = 20.0) -> dict:
         cw = I.counter_window_energy_j(ticks, t, inst, a, b)
         if cw is None:
             continue
-        row = {"phase": name, "start_s": a, "duration_s": b - a, "counter_j": cw.energy_j,
-               "mean_power_w": cw.energy_j / (b - a)}
+        row = {
+            "phase": name,
+            "start_s": a,
+            "duration_s": b - a,
+            "counter_j": cw.energy_j,
+            "mean_power_w": cw.energy_j / (b - a),
+        }
         ii = I.power_integral_j(t, inst, a, b)
         row["instant_rel"] = (cw.energy_j - ii) / ii if ii > 0 else None
         for label, lag in (("default", I.AVERAGE_POWER_LAG_S), ("fitted", out.get("fitted_lag_s"))):
             if lag is None:
                 continue
-            cc = I.cross_check_reference(cw.energy_j, t[g], avg[g], a, b, flag_rel=CROSS_CHECK_FLAG_REL,
-                                         invalid_rel=CROSS_CHECK_INVALID_REL, lag_s=lag)
-            row[f"{label}_lag"] = {"reference_j": cc.reference_j, "rel": cc.rel, "allowance_rel": cc.allowance_rel,
-                                   "excess_rel": cc.excess_rel, "verdict": cc.verdict, "reason": cc.reason}
+            cc = I.cross_check_reference(
+                cw.energy_j,
+                t[g],
+                avg[g],
+                a,
+                b,
+                flag_rel=CROSS_CHECK_FLAG_REL,
+                invalid_rel=CROSS_CHECK_INVALID_REL,
+                lag_s=lag,
+            )
+            row[f"{label}_lag"] = {
+                "reference_j": cc.reference_j,
+                "rel": cc.rel,
+                "allowance_rel": cc.allowance_rel,
+                "excess_rel": cc.excess_rel,
+                "verdict": cc.verdict,
+                "reason": cc.reason,
+            }
         phases.append(row)
     out["phases"] = phases
     return out
@@ -265,7 +292,7 @@ def measure_load(kind: str, load, settings, devices: list[int]) -> dict:
         m = Meter(settings, devices, path, seed=1)
         m.start()
         load("idle", 0.5)
-        load(kind, 0.6)                      # the load runs before the window opens, as after a warm-up
+        load(kind, 0.6)  # the load runs before the window opens, as after a warm-up
         start = m.begin_window()
         load(kind, LOAD_SECONDS)
         end = m.end_window()
@@ -277,13 +304,26 @@ def measure_load(kind: str, load, settings, devices: list[int]) -> dict:
     grid = grid[grid < ok.sum()]
     naive = integrate.naive_counter_energy_j(s.t_s[ok][grid], s.energy_j[ok][grid], start, end) if ok.any() else None
     tier, text = cross_check_finding(dataclasses.asdict(g), ValidationSettings())
-    return {"load": kind, "backend": r.backend, "simulated": r.simulated, "duration_s": end - start,
-            "method": g.method, "counter_j": g.energy_j,
-            "mean_power_w": g.energy_j / (end - start) if g.energy_j else None,
-            "reference_j": g.cross_check_j, "rel": g.cross_check_rel, "allowance_rel": g.cross_check_allowance_rel,
-            "excess_rel": g.cross_check_excess_rel, "lag_s": g.cross_check_lag_s, "verdict": tier,
-            "finding": text, "instant_integral_j": g.instant_integral_j, "instant_rel": g.instant_integral_rel,
-            "counter_plain_difference_j": naive, "flags": r.flags}
+    return {
+        "load": kind,
+        "backend": r.backend,
+        "simulated": r.simulated,
+        "duration_s": end - start,
+        "method": g.method,
+        "counter_j": g.energy_j,
+        "mean_power_w": g.energy_j / (end - start) if g.energy_j else None,
+        "reference_j": g.cross_check_j,
+        "rel": g.cross_check_rel,
+        "allowance_rel": g.cross_check_allowance_rel,
+        "excess_rel": g.cross_check_excess_rel,
+        "lag_s": g.cross_check_lag_s,
+        "verdict": tier,
+        "finding": text,
+        "instant_integral_j": g.instant_integral_j,
+        "instant_rel": g.instant_integral_rel,
+        "counter_plain_difference_j": naive,
+        "flags": r.flags,
+    }
 
 
 LOAD_SECONDS = 6.0
@@ -303,43 +343,59 @@ def render(report: dict) -> str:
     head = f"GC-Bench GPU check  {report['when']}  {report['device']}"
     lines += [head, "=" * len(head)]
     if dry:
-        lines.append("DRY RUN without a GPU: section 2 analyses the recorded H200 traces (tests/fixtures/gpu); "
-                     "sections 3-4 run on the SIMULATED device and a CPU loop. Not a measurement of a GPU.")
+        lines.append(
+            "DRY RUN without a GPU: section 2 analyses the recorded H200 traces (tests/fixtures/gpu); "
+            "sections 3-4 run on the SIMULATED device and a CPU loop. Not a measurement of a GPU."
+        )
     f = report.get("nvml") or {}
     if f:
-        lines.append(f"1 NVML  {f.get('name')}, driver {f.get('driver')}, limit {f.get('power_limit_w')} W "
-                     f"{f.get('power_limit_constraints_w')}; counter {f.get('energy_counter')} "
-                     f"({_num(f.get('counter_read_ms'), '.2f')} ms/read, tick {_num(f.get('counter_tick_period_s'), '.3f')} s); "
-                     f"instant/average fields {f.get('instant_power_field')}/{f.get('average_power_field')} "
-                     f"({_num(f.get('power_read_ms'), '.3f')} ms/read)")
+        lines.append(
+            f"1 NVML  {f.get('name')}, driver {f.get('driver')}, limit {f.get('power_limit_w')} W "
+            f"{f.get('power_limit_constraints_w')}; counter {f.get('energy_counter')} "
+            f"({_num(f.get('counter_read_ms'), '.2f')} ms/read, tick {_num(f.get('counter_tick_period_s'), '.3f')} s); "
+            f"instant/average fields {f.get('instant_power_field')}/{f.get('average_power_field')} "
+            f"({_num(f.get('power_read_ms'), '.3f')} ms/read)"
+        )
     rec = report["recording"]
-    lines.append(f"2 1-s average lag{' (recorded H200 traces)' if dry else ''}: {rec['reads']} reads at "
-                 f"{_num(rec['reads_per_s'], '.0f')}/s; read at t = mean power over [t-1-theta, t-theta], "
-                 f"theta {_num(rec.get('fitted_theta_s'), '.3f')} s (rms {_num(rec.get('fit_rms_w'), '.1f')} W) -> lag "
-                 f"{_num(rec.get('fitted_lag_s'), '.3f')} s; GC-Bench uses {rec['default_lag_s']} s")
-    lines.append(f"  {'phase':7} {'s':>5} {'W':>6} {'instant':>9} {'reference':>9} {'allow':>7} {'verdict':>9}"
-                 f" | {'at fitted lag':>13}")
+    lines.append(
+        f"2 1-s average lag{' (recorded H200 traces)' if dry else ''}: {rec['reads']} reads at "
+        f"{_num(rec['reads_per_s'], '.0f')}/s; read at t = mean power over [t-1-theta, t-theta], "
+        f"theta {_num(rec.get('fitted_theta_s'), '.3f')} s (rms {_num(rec.get('fit_rms_w'), '.1f')} W) -> lag "
+        f"{_num(rec.get('fitted_lag_s'), '.3f')} s; GC-Bench uses {rec['default_lag_s']} s"
+    )
+    lines.append(
+        f"  {'phase':7} {'s':>5} {'W':>6} {'instant':>9} {'reference':>9} {'allow':>7} {'verdict':>9}"
+        f" | {'at fitted lag':>13}"
+    )
     for p in rec["phases"]:
         d, fl = p.get("default_lag") or {}, p.get("fitted_lag") or {}
-        lines.append(f"  {p['phase']:7} {p['duration_s']:5.2f} {p['mean_power_w']:6.0f} {_pct(p['instant_rel']):>9} "
-                     f"{_pct(d.get('rel')):>9} {_pct(d.get('allowance_rel'), 1):>7} {d.get('verdict', 'n/a'):>9}"
-                     f" | {_pct(fl.get('rel'))} {fl.get('verdict', '')}")
-    lines.append(f"3 Cross-check as trials run it (Meter defaults, {LOAD_SECONDS:g} s windows"
-                 f"{', SIMULATED device' if dry else ''}; rel = counter vs reference)")
+        lines.append(
+            f"  {p['phase']:7} {p['duration_s']:5.2f} {p['mean_power_w']:6.0f} {_pct(p['instant_rel']):>9} "
+            f"{_pct(d.get('rel')):>9} {_pct(d.get('allowance_rel'), 1):>7} {d.get('verdict', 'n/a'):>9}"
+            f" | {_pct(fl.get('rel'))} {fl.get('verdict', '')}"
+        )
+    lines.append(
+        f"3 Cross-check as trials run it (Meter defaults, {LOAD_SECONDS:g} s windows"
+        f"{', SIMULATED device' if dry else ''}; rel = counter vs reference)"
+    )
     for r in report["loads"]:
-        lines.append(f"  {r['load']:7} {r['duration_s']:.2f} s {_num(r['mean_power_w'], '.0f')} W  counter "
-                     f"{_num(r['counter_j'], '.1f')} J  reference {_num(r['reference_j'], '.1f')} J  rel "
-                     f"{_pct(r['rel'])}  allowance {_pct(r['allowance_rel'], 1)}  verdict {r['verdict'].upper()}"
-                     f"  (instant {_pct(r['instant_rel'])}, plain counter "
-                     f"{_pct(_rel(r['counter_plain_difference_j'], r['counter_j']))})")
+        lines.append(
+            f"  {r['load']:7} {r['duration_s']:.2f} s {_num(r['mean_power_w'], '.0f')} W  counter "
+            f"{_num(r['counter_j'], '.1f')} J  reference {_num(r['reference_j'], '.1f')} J  rel "
+            f"{_pct(r['rel'])}  allowance {_pct(r['allowance_rel'], 1)}  verdict {r['verdict'].upper()}"
+            f"  (instant {_pct(r['instant_rel'])}, plain counter "
+            f"{_pct(_rel(r['counter_plain_difference_j'], r['counter_j']))})"
+        )
         if r.get("finding"):
             lines.append(f"    {r['finding']}")
     ov = report["overhead"]
-    lines.append(f"4 Sampler overhead{' (CPU loop, SIMULATED device)' if dry else ' (bf16 matmul 8192^3)'}: "
-                 f"metered/unmetered {ov['ratio']:.4f} -> {100 * ov['overhead']:+.2f} % lost "
-                 f"({'OK' if ov['overhead'] <= 0.005 else 'ABOVE'} the 0.5 % target); sampler "
-                 f"{100 * (ov.get('sampler_cpu_fraction') or 0):.1f} % of a core"
-                 + (f"; {ov['baseline_tflops']:.0f} TFLOP/s" if ov.get("baseline_tflops") else ""))
+    lines.append(
+        f"4 Sampler overhead{' (CPU loop, SIMULATED device)' if dry else ' (bf16 matmul 8192^3)'}: "
+        f"metered/unmetered {ov['ratio']:.4f} -> {100 * ov['overhead']:+.2f} % lost "
+        f"({'OK' if ov['overhead'] <= 0.005 else 'ABOVE'} the 0.5 % target); sampler "
+        f"{100 * (ov.get('sampler_cpu_fraction') or 0):.1f} % of a core"
+        + (f"; {ov['baseline_tflops']:.0f} TFLOP/s" if ov.get("baseline_tflops") else "")
+    )
     lines.append(f"done in {report['elapsed_s']:.0f} s")
     return "\n".join(lines)
 
@@ -379,8 +435,12 @@ def run_gpu() -> dict:
 
     t0 = time.monotonic()
     torch, nv, gpu, handle = open_gpu()
-    report = {"dry_run": False, "device": f"{gpu.name} ({gpu.label}, {gpu.uuid})", "gpu": gpu.to_dict(),
-              "torch": torch.__version__}
+    report = {
+        "dry_run": False,
+        "device": f"{gpu.name} ({gpu.label}, {gpu.uuid})",
+        "gpu": gpu.to_dict(),
+        "torch": torch.__version__,
+    }
     report["nvml"] = nvml_facts(nv, handle)
     load, step, sync, flop = make_load(torch)
     report["recording"] = analyse_recording(record_phases(nv, handle, load))
@@ -394,22 +454,27 @@ def run_gpu() -> dict:
 
 def run_dry() -> dict:
     """The same analysis and page without a GPU (see the module docstring)."""
+    import importlib.util
+
     import numpy as np
 
     from gcbench.energy.overhead import throughput_ratio
     from gcbench.spec import EnergySettings
 
-    import importlib.util
-
     t0 = time.monotonic()
     # the recorded H200 traces as one recording, read by the energy tests' own loader
     spec = importlib.util.spec_from_file_location("gcbench_trace_fixtures", ROOT / "tests" / "energy" / "conftest.py")
     traces = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = traces           # its dataclasses look their module up
+    sys.modules[spec.name] = traces  # its dataclasses look their module up
     spec.loader.exec_module(traces)
     session = traces.load_session()
-    rec = {"t_s": session.t_s, "instant_w": session.instant_w, "average_w": session.average_w,
-           "energy_j": session.energy_j, "phases": session.phases}
+    rec = {
+        "t_s": session.t_s,
+        "instant_w": session.instant_w,
+        "average_w": session.average_w,
+        "energy_j": session.energy_j,
+        "phases": session.phases,
+    }
 
     def load(kind: str, seconds: float) -> None:
         end = time.perf_counter() + seconds
@@ -438,21 +503,28 @@ def main(argv: list[str] | None = None) -> int:
     """``python3 scripts/gpu_check.py [--out-dir DIR] [--dry-run] [--seconds S]``."""
     global LOAD_SECONDS
     ap = argparse.ArgumentParser(description="GC-Bench GPU check: one page, and the same as JSON")
-    ap.add_argument("--out-dir", type=Path, default=None,
-                    help="write gpu-check-<device>-<time>.json here (make gpu-check: docs/gpu-results)")
+    ap.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help="write gpu-check-<device>-<time>.json here (make gpu-check: docs/gpu-results)",
+    )
     ap.add_argument("--dry-run", action="store_true", help="no GPU: recorded traces and the simulated device")
     ap.add_argument("--seconds", type=float, default=LOAD_SECONDS, help="length of each load window, s")
     args = ap.parse_args(argv)
     LOAD_SECONDS = args.seconds
-    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    when = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     try:
         report = run_dry() if args.dry_run else run_gpu()
     except NoGpu as exc:
         print(f"gpu-check: FAILED, no GPU to check: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
     except ImportError as exc:
-        print(f"gpu-check: FAILED, a package is missing: {exc} (on a bare GPU machine run `make gpu-check`, which "
-              f"installs the carried wheels of .whl/ first; make them with `make gpu-wheels`)", file=sys.stderr)
+        print(
+            f"gpu-check: FAILED, a package is missing: {exc} (on a bare GPU machine run `make gpu-check`, which "
+            f"installs the carried wheels of .whl/ first; make them with `make gpu-wheels`)",
+            file=sys.stderr,
+        )
         return EXIT_NO_GPU
     report["when"] = when
     print(render(report), flush=True)

@@ -40,11 +40,29 @@ from gcbench.carbon import STUDY_INTENSITY, co2e_from_joules  # noqa: E402
 from gcbench.spec import Amount, EnergySettings, TrialSpec  # noqa: E402
 
 
-def spec(kind: str, variant: str, settings: dict, window: Amount, warmup: Amount,
-         devices: list[int], energy: EnergySettings, seed: int = 7) -> TrialSpec:
-    return TrialSpec(plan="gpu-check", workload=kind, kind=kind, variant=variant, settings=settings,
-                     repetition=0, seed=seed, devices=devices, window=window, warmup=warmup,
-                     energy=energy).with_id()
+def spec(
+    kind: str,
+    variant: str,
+    settings: dict,
+    window: Amount,
+    warmup: Amount,
+    devices: list[int],
+    energy: EnergySettings,
+    seed: int = 7,
+) -> TrialSpec:
+    return TrialSpec(
+        plan="gpu-check",
+        workload=kind,
+        kind=kind,
+        variant=variant,
+        settings=settings,
+        repetition=0,
+        seed=seed,
+        devices=devices,
+        window=window,
+        warmup=warmup,
+        energy=energy,
+    ).with_id()
 
 
 def run(s: TrialSpec, out: Path) -> dict:
@@ -58,12 +76,28 @@ def run(s: TrialSpec, out: Path) -> dict:
         result = json.loads((folder / "result.json").read_text())
     except Exception as exc:  # noqa: BLE001 - a check script reports and goes on
         traceback.print_exc()
-        return {"variant": s.variant, "status": "crashed", "error": str(exc), "metrics": {},
-                "wall_s": time.monotonic() - t0}
+        return {
+            "variant": s.variant,
+            "status": "crashed",
+            "error": str(exc),
+            "metrics": {},
+            "wall_s": time.monotonic() - t0,
+        }
     m = result.get("metrics") or {}
-    src = "simulated" if (result.get("environment") or {}).get("simulated") else result.get("measurement", {}).get("backend")
-    return {"variant": s.variant, "status": result.get("status"), "exit_code": code, "error": result.get("error"),
-            "metrics": m, "energy_source": src, "wall_s": time.monotonic() - t0}
+    src = (
+        "simulated"
+        if (result.get("environment") or {}).get("simulated")
+        else result.get("measurement", {}).get("backend")
+    )
+    return {
+        "variant": s.variant,
+        "status": result.get("status"),
+        "exit_code": code,
+        "error": result.get("error"),
+        "metrics": m,
+        "energy_source": src,
+        "wall_s": time.monotonic() - t0,
+    }
 
 
 def fmt(x, spec_: str = ".3g") -> str:
@@ -86,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cuda = torch.cuda.is_available()
     devices = [0] if cuda else []
-    print(f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA)'}; torch {torch.__version__}", flush=True)
+    print(
+        f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA)'}; torch {torch.__version__}", flush=True
+    )
     energy = EnergySettings(backend=args.backend, sample_hz=20, counter_hz=10)
     tiny = args.tiny or not cuda
     summary: dict[str, list] = {"tinylm": [], "h2d": [], "resnet": []}
@@ -94,10 +130,19 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---------------------------------------------------------------- TinyLM regimes
     if "tinylm" not in args.skip:
-        lm = ({"layers": 1, "d_model": 64, "heads": 2, "context_length": 64, "batch_size": 4, "vocab_size": 1024}
-              if tiny else
-              {"layers": 6, "d_model": 512, "heads": 8, "context_length": 256, "batch_size": 32, "vocab_size": 4096,
-               "precision": "bf16"})
+        lm = (
+            {"layers": 1, "d_model": 64, "heads": 2, "context_length": 64, "batch_size": 4, "vocab_size": 1024}
+            if tiny
+            else {
+                "layers": 6,
+                "d_model": 512,
+                "heads": 8,
+                "context_length": 256,
+                "batch_size": 32,
+                "vocab_size": 4096,
+                "precision": "bf16",
+            }
+        )
         lm["cache_dir"] = str(args.out / "cache")
         window = Amount(seconds=1.5 if tiny else 8.0)
         binaries: dict[str, Path | None] = {"go": args.tok_go, "rust": args.tok_rust}
@@ -115,24 +160,39 @@ def main(argv: list[str] | None = None) -> int:
                 if path != "torch":
                     b = binaries[path.removeprefix("external-")]
                     if b is None:
-                        summary["tinylm"].append({"variant": f"tinylm-{mode}-{path}", "status": "skipped",
-                                                  "error": "tokenizer unavailable", "metrics": {}})
+                        summary["tinylm"].append(
+                            {
+                                "variant": f"tinylm-{mode}-{path}",
+                                "status": "skipped",
+                                "error": "tokenizer unavailable",
+                                "metrics": {},
+                            }
+                        )
                         continue
                     settings["tokenizer_bin"] = str(b)
-                r = run(spec("tinylm", f"tinylm-{mode}-{path}", settings, window, Amount(steps=3), devices, energy),
-                        args.out)
+                r = run(
+                    spec("tinylm", f"tinylm-{mode}-{path}", settings, window, Amount(steps=3), devices, energy),
+                    args.out,
+                )
                 summary["tinylm"].append(r)
         print("\nTinyLM (execution regime)", flush=True)
-        print(f"{'mode':6} {'path':14} {'tokens/s':>10} {'GPU J/token':>12} {'e2e J/token':>12} {'tokenize s':>10}  status")
+        print(
+            f"{'mode':6} {'path':14} {'tokens/s':>10} {'GPU J/token':>12} {'e2e J/token':>12} {'tokenize s':>10}  status"
+        )
         for r in summary["tinylm"]:
             m = r["metrics"]
             _, mode, path = r["variant"].split("-", 2)
-            print(f"{mode:6} {path:14} {fmt(m.get('tokens_per_s'), '10.0f')} {fmt(m.get('gpu_j_per_token'), '12.4g')} "
-                  f"{fmt(m.get('e2e_j_per_token'), '12.4g')} {fmt(m.get('tokenize_duration_s'), '10.3f')}  "
-                  f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}")
+            print(
+                f"{mode:6} {path:14} {fmt(m.get('tokens_per_s'), '10.0f')} {fmt(m.get('gpu_j_per_token'), '12.4g')} "
+                f"{fmt(m.get('e2e_j_per_token'), '12.4g')} {fmt(m.get('tokenize_duration_s'), '10.3f')}  "
+                f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}"
+            )
         for mode in ("infer", "train"):
-            by = {r["variant"].split("-", 2)[2]: r["metrics"].get("gpu_j_per_token") for r in summary["tinylm"]
-                  if r["variant"].split("-")[1] == mode}
+            by = {
+                r["variant"].split("-", 2)[2]: r["metrics"].get("gpu_j_per_token")
+                for r in summary["tinylm"]
+                if r["variant"].split("-")[1] == mode
+            }
             for ext in ("external-go", "external-rust"):
                 if by.get("torch") and by.get(ext):
                     print(f"  {mode}: torch vs {ext}: GPU J/token {100 * (by['torch'] - by[ext]) / by[ext]:+.2f} %")
@@ -142,18 +202,34 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [4 << 20] if tiny else [64 << 20, 256 << 20]
         for size in sizes:
             for memory in ("pinned", "pageable"):
-                r = run(spec("h2d", f"h2d-{memory}-{size >> 20}MiB", {"memory": memory, "size_bytes": size},
-                             Amount(seconds=1.5 if tiny else 4.0), Amount(steps=3), devices, energy), args.out)
+                r = run(
+                    spec(
+                        "h2d",
+                        f"h2d-{memory}-{size >> 20}MiB",
+                        {"memory": memory, "size_bytes": size},
+                        Amount(seconds=1.5 if tiny else 4.0),
+                        Amount(steps=3),
+                        devices,
+                        energy,
+                    ),
+                    args.out,
+                )
                 summary["h2d"].append(r)
         print("\nHost-to-device copies", flush=True)
         print(f"{'variant':24} {'GB/s':>8} {'GPU J/GB':>9} {'CPU J/GB':>9}  status")
         for r in summary["h2d"]:
             m = r["metrics"]
-            print(f"{r['variant']:24} {fmt(m.get('gb_per_s'), '8.2f')} {fmt(m.get('gpu_j_per_gb'), '9.3f')} "
-                  f"{fmt(m.get('cpu_j_per_gb'), '9.3f')}  {r['status']} {m.get('device_kind', '')} "
-                  f"{r.get('energy_source') or ''} {r.get('error') or ''}")
+            print(
+                f"{r['variant']:24} {fmt(m.get('gb_per_s'), '8.2f')} {fmt(m.get('gpu_j_per_gb'), '9.3f')} "
+                f"{fmt(m.get('cpu_j_per_gb'), '9.3f')}  {r['status']} {m.get('device_kind', '')} "
+                f"{r.get('energy_source') or ''} {r.get('error') or ''}"
+            )
         for size in sizes:
-            rows = {r["variant"].split("-")[1]: r["metrics"] for r in summary["h2d"] if r["variant"].endswith(f"{size >> 20}MiB")}
+            rows = {
+                r["variant"].split("-")[1]: r["metrics"]
+                for r in summary["h2d"]
+                if r["variant"].endswith(f"{size >> 20}MiB")
+            }
             p, q = rows.get("pinned", {}), rows.get("pageable", {})
             if p.get("gb_per_s") and q.get("gb_per_s"):
                 line = f"  {size >> 20} MiB: pinned/pageable bandwidth x{p['gb_per_s'] / q['gb_per_s']:.2f}"
@@ -163,15 +239,39 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---------------------------------------------------------------- ResNet-50 at caps
     if "resnet" not in args.skip:
-        base = ({"dataset": "synthetic", "synthetic_train_per_batch": 64, "synthetic_test": 64,
-                 "global_batch": 16, "train_samples": 64, "lr": 0.01}
-                if tiny else
-                {"dataset": "synthetic", "synthetic_train_per_batch": 2048, "synthetic_test": 2000,
-                 "global_batch": 256, "train_samples": 256 * 120, "precision": "amp"})
+        base = (
+            {
+                "dataset": "synthetic",
+                "synthetic_train_per_batch": 64,
+                "synthetic_test": 64,
+                "global_batch": 16,
+                "train_samples": 64,
+                "lr": 0.01,
+            }
+            if tiny
+            else {
+                "dataset": "synthetic",
+                "synthetic_train_per_batch": 2048,
+                "synthetic_test": 2000,
+                "global_batch": 256,
+                "train_samples": 256 * 120,
+                "precision": "amp",
+            }
+        )
         base["data_dir"] = str(args.out / "cifar-synthetic")
         for cap in (None, *args.caps):
-            r = run(spec("resnet_cifar", f"resnet-cap-{'none' if cap is None else int(cap)}W",
-                         {**base, "power_cap_w": cap}, Amount(steps=1), Amount(steps=3), devices, energy), args.out)
+            r = run(
+                spec(
+                    "resnet_cifar",
+                    f"resnet-cap-{'none' if cap is None else int(cap)}W",
+                    {**base, "power_cap_w": cap},
+                    Amount(steps=1),
+                    Amount(steps=3),
+                    devices,
+                    energy,
+                ),
+                args.out,
+            )
             summary["resnet"].append(r)
         print("\nResNet-50 / CIFAR-10 (fixed budget, 1 GPU)", flush=True)
         print(f"{'cap':>6} {'time s':>7} {'GPU J':>9} {'samples/s':>9} {'acc':>5} {'gCO2e (0.10-0.30)':>20}  status")
@@ -179,15 +279,19 @@ def main(argv: list[str] | None = None) -> int:
             m = r["metrics"]
             co2 = co2e_from_joules(m.get("total_energy_j") or m.get("gpu_energy_j"), STUDY_INTENSITY)
             co2s = f"{co2.kg_co2e * 1e3:.3f} ({co2.kg_co2e_low * 1e3:.3f}-{co2.kg_co2e_high * 1e3:.3f})" if co2 else "-"
-            print(f"{r['variant'].split('-')[2]:>6} {fmt(m.get('duration_s'), '7.2f')} {fmt(m.get('gpu_energy_j'), '9.1f')} "
-                  f"{fmt(m.get('samples_per_s'), '9.0f')} {fmt(m.get('accuracy'), '5.2f')} {co2s:>20}  "
-                  f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}")
+            print(
+                f"{r['variant'].split('-')[2]:>6} {fmt(m.get('duration_s'), '7.2f')} {fmt(m.get('gpu_energy_j'), '9.1f')} "
+                f"{fmt(m.get('samples_per_s'), '9.0f')} {fmt(m.get('accuracy'), '5.2f')} {co2s:>20}  "
+                f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}"
+            )
         ref = summary["resnet"][0]["metrics"]
         for r in summary["resnet"][1:]:
             m = r["metrics"]
             if ref.get("gpu_energy_j") and m.get("gpu_energy_j") and ref.get("duration_s") and m.get("duration_s"):
-                print(f"  {r['variant']}: energy {100 * (m['gpu_energy_j'] - ref['gpu_energy_j']) / ref['gpu_energy_j']:+.1f} %, "
-                      f"time {100 * (m['duration_s'] - ref['duration_s']) / ref['duration_s']:+.1f} % vs no cap")
+                print(
+                    f"  {r['variant']}: energy {100 * (m['gpu_energy_j'] - ref['gpu_energy_j']) / ref['gpu_energy_j']:+.1f} %, "
+                    f"time {100 * (m['duration_s'] - ref['duration_s']) / ref['duration_s']:+.1f} % vs no cap"
+                )
 
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"\ntotal {time.monotonic() - t_start:.0f} s; trials and summary.json under {args.out}", flush=True)

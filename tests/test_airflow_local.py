@@ -29,8 +29,10 @@ def test_the_gcbench_plugin_reaches_airflow_once():
 def test_a_socket_url_becomes_a_sqlalchemy_url():
     url = airflow_local.sqlalchemy_url("postgresql://postgres:@/airflow?host=/tmp/pg-sock")
     assert url == "postgresql+psycopg2://postgres@/airflow?host=/tmp/pg-sock"
-    assert airflow_local.sqlalchemy_url("postgresql://u:p%40ss@db.example:5433/af") == \
-        "postgresql+psycopg2://u:p%40ss@db.example:5433/af"
+    assert (
+        airflow_local.sqlalchemy_url("postgresql://u:p%40ss@db.example:5433/af")
+        == "postgresql+psycopg2://u:p%40ss@db.example:5433/af"
+    )
 
 
 def test_up_writes_a_config_for_the_local_ui(tmp_path, monkeypatch):
@@ -71,8 +73,7 @@ def test_terminate_reaches_descendants_in_other_sessions_and_kills_after_the_gra
 
     proc = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True)
     child = int(proc.stdout.readline())
-    record = {"name": "scheduler", "pid": proc.pid, "pgid": proc.pid,
-              "started": psutil.Process(proc.pid).create_time()}
+    record = {"name": "scheduler", "pid": proc.pid, "pgid": proc.pid, "started": psutil.Process(proc.pid).create_time()}
     assert airflow_local._alive(record)
     started = time.monotonic()
     stopped = airflow_local._terminate([record], grace_s=1.0, log=lambda m: None)
@@ -90,6 +91,7 @@ def test_down_with_nothing_running_says_so(tmp_path):
 
 
 def test_the_holder_usage_is_checked():
-    out = subprocess.run([sys.executable, "-m", "gcbench.airflow_local"], capture_output=True, text=True,
-                         env={**os.environ}, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gcbench.airflow_local"], capture_output=True, text=True, env={**os.environ}, timeout=60
+    )
     assert out.returncode == 2 and "usage" in out.stderr

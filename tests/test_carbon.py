@@ -4,7 +4,11 @@ from gcbench.carbon import STUDY_INTENSITY, CarbonIntensity, co2e_from_joules, k
 
 
 def test_study_intensity_is_020_with_band_010_to_030():
-    assert (STUDY_INTENSITY.low_kg_per_kwh, STUDY_INTENSITY.kg_per_kwh, STUDY_INTENSITY.high_kg_per_kwh) == (0.10, 0.20, 0.30)
+    assert (STUDY_INTENSITY.low_kg_per_kwh, STUDY_INTENSITY.kg_per_kwh, STUDY_INTENSITY.high_kg_per_kwh) == (
+        0.10,
+        0.20,
+        0.30,
+    )
 
 
 def test_two_kwh_at_study_intensity_is_040_kg_with_band():

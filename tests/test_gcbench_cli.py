@@ -29,8 +29,9 @@ def test_bad_workload_setting_is_a_plan_error(tmp_path):
     plan.write_text("name: p\nworkloads:\n  - name: c\n    kind: h2d\n    matrix: {memory: [pinned, pinnned]}\n")
     proc = gcbench("plan", "validate", str(plan))
     assert proc.returncode == 2
-    assert proc.stderr.strip() == (f"error: {plan}:5: workloads[0].matrix.memory: "
-                                   "h2d setting memory must be pinned or pageable, got 'pinnned'")
+    assert proc.stderr.strip() == (
+        f"error: {plan}:5: workloads[0].matrix.memory: h2d setting memory must be pinned or pageable, got 'pinnned'"
+    )
 
 
 def test_expand_json_lists_every_trial():
@@ -54,23 +55,43 @@ def gcbench_in(home: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=120, env=env)
 
 
-SMOKE_VARIANTS = ("noop, h2d[memory=pinned], h2d[memory=pageable], tinylm-infer[path=torch], "
-                  "tinylm-infer[path=external-go], tinylm-infer[path=external-rust], tinylm-train, resnet")
+SMOKE_VARIANTS = (
+    "noop, h2d[memory=pinned], h2d[memory=pageable], tinylm-infer[path=torch], "
+    "tinylm-infer[path=external-go], tinylm-infer[path=external-rust], tinylm-train, resnet"
+)
 
 
-@pytest.mark.parametrize("args,line", [
-    (["--repetitions", "0"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"),
-    (["--repetitions", "-1"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got -1"),
-    (["--repetitions", "1001"], "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), "
-                                "got 1001"),
-    (["--repetitions", "2.5"], "error: Invalid value for '--repetitions': Input should be a valid integer, "
-                               "unable to parse string as an integer (gcbench run --help)"),
-    (["--variant", "noop", "--variant", "tinylm-infer[path=troch]"],
-     "error: --variant: unknown variant 'tinylm-infer[path=troch]' (did you mean 'tinylm-infer[path=torch]'?); "
-     f"plan 'smoke' has: {SMOKE_VARIANTS}"),
-    (["--runner", "dockr"], "error: Invalid value for '--runner': 'dockr' is not one of 'local', 'docker' "
-                            "(gcbench run --help)"),
-])
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (
+            ["--repetitions", "0"],
+            "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0",
+        ),
+        (
+            ["--repetitions", "-1"],
+            "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got -1",
+        ),
+        (
+            ["--repetitions", "1001"],
+            "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 1001",
+        ),
+        (
+            ["--repetitions", "2.5"],
+            "error: Invalid value for '--repetitions': Input should be a valid integer, "
+            "unable to parse string as an integer (gcbench run --help)",
+        ),
+        (
+            ["--variant", "noop", "--variant", "tinylm-infer[path=troch]"],
+            "error: --variant: unknown variant 'tinylm-infer[path=troch]' (did you mean 'tinylm-infer[path=torch]'?); "
+            f"plan 'smoke' has: {SMOKE_VARIANTS}",
+        ),
+        (
+            ["--runner", "dockr"],
+            "error: Invalid value for '--runner': 'dockr' is not one of 'local', 'docker' (gcbench run --help)",
+        ),
+    ],
+)
 def test_run_argument_errors_exit_2_with_one_line_before_any_dag_runs(tmp_path, args, line):
     proc = gcbench_in(tmp_path / "home", "run", str(REPO / "plans" / "smoke.yaml"), *args)
     assert proc.returncode == 2
@@ -82,7 +103,8 @@ def test_plan_expand_repetitions_are_checked_the_same_way(tmp_path):
     proc = gcbench_in(tmp_path / "home", "plan", "expand", str(REPO / "plans" / "smoke.yaml"), "--repetitions", "0")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"]
+        "error: --repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"
+    ]
 
 
 def test_report_finds_a_run_by_its_id_its_folder_name_or_its_folder(pg_url, tmp_path):
@@ -126,11 +148,16 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
     with db.connection(pg_url) as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, "manual__listed", None)
         with conn.cursor() as cur:
-            for spec, (status, valid) in zip(expand(plan), [("ok", True), ("ok", True), ("ok", False),
-                                                          ("failed", None), ("skipped", None)]):
-                cur.execute("INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
-                            "spec, status, valid) VALUES (%s, %s, 'listed', %s, 'n', 'noop', %s, %s, %s, %s)",
-                            (pk, spec.trial_id, spec.variant, spec.repetition, spec.model_dump_json(), status, valid))
+            for spec, (status, valid) in zip(
+                expand(plan),
+                [("ok", True), ("ok", True), ("ok", False), ("failed", None), ("skipped", None)],
+                strict=True,
+            ):
+                cur.execute(
+                    "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
+                    "spec, status, valid) VALUES (%s, %s, 'listed', %s, 'n', 'noop', %s, %s, %s, %s)",
+                    (pk, spec.trial_id, spec.variant, spec.repetition, spec.model_dump_json(), status, valid),
+                )
         conn.commit()
     env = {**os.environ, "GCBENCH_HOME": str(tmp_path / "home"), "GCBENCH_DATABASE_URL": pg_url}
     script = Path(sys.executable).with_name("gcbench")
@@ -139,11 +166,39 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
     lines = proc.stdout.splitlines()
     head = next(line for line in lines if "run id" in line)
     assert [c.strip() for c in head.strip("┃│ ").split("┃")] == [
-        "plan", "run id", "logical date", "trials", "valid", "invalid", "failed", "skipped", "report"]
+        "plan",
+        "run id",
+        "logical date",
+        "trials",
+        "valid",
+        "invalid",
+        "failed",
+        "skipped",
+        "report",
+    ]
     row = next(line for line in lines if "manual__listed" in line)
     assert [c.strip() for c in row.strip("│ ").split("│")] == [
-        "listed", "manual__listed", "-", "5", "2", "1", "1", "1", "no report"]
+        "listed",
+        "manual__listed",
+        "-",
+        "5",
+        "2",
+        "1",
+        "1",
+        "1",
+        "no report",
+    ]
     as_json = subprocess.run([str(script), "runs", "--json"], capture_output=True, text=True, timeout=120, env=env)
-    assert json.loads(as_json.stdout) == [{
-        "plan": "listed", "run_id": "manual__listed", "logical_date": None, "trials": 5, "valid": 2, "invalid": 1,
-        "failed": 1, "skipped": 1, "report": None}]
+    assert json.loads(as_json.stdout) == [
+        {
+            "plan": "listed",
+            "run_id": "manual__listed",
+            "logical_date": None,
+            "trials": 5,
+            "valid": 2,
+            "invalid": 1,
+            "failed": 1,
+            "skipped": 1,
+            "report": None,
+        }
+    ]

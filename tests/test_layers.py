@@ -126,22 +126,30 @@ def upward(imports: list[tuple[str, Import]], root: Path = PACKAGE.parents[1]) -
             bad.append(f"{where(imp, root)}: {unit} has no layer in tests/test_layers.py LAYERS")
         elif RANK[imp.unit] >= RANK[unit]:
             direction = "sideways to" if RANK[imp.unit] == RANK[unit] else "up to"
-            bad.append(f"{where(imp, root)}: {unit} (layer {RANK[unit]}) imports {imp.target}, {direction} "
-                       f"{imp.unit} (layer {RANK[imp.unit]})")
+            bad.append(
+                f"{where(imp, root)}: {unit} (layer {RANK[unit]}) imports {imp.target}, {direction} "
+                f"{imp.unit} (layer {RANK[imp.unit]})"
+            )
     return bad
 
 
 def test_every_unit_of_the_package_has_a_layer():
-    units = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
-             if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())}
+    units = {
+        p.name.removesuffix(".py")
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())
+    }
     missing = sorted(units - set(RANK))
     assert not missing, f"place {missing} in tests/test_layers.py LAYERS (which layers may they import?)"
     assert sorted(set(RANK) - units) == [], "LAYERS names a unit that no longer exists"
 
 
 def test_lower_layers_never_import_the_runners_the_trial_validation_or_the_report():
-    bad = [f"{where(imp)}: {unit} imports {imp.target}" for unit, imp in all_imports()
-           if unit in LOWER and imp.unit in RUNNERS_AND_REPORT]
+    bad = [
+        f"{where(imp)}: {unit} imports {imp.target}"
+        for unit, imp in all_imports()
+        if unit in LOWER and imp.unit in RUNNERS_AND_REPORT
+    ]
     assert not bad, "lower layers import upwards:\n" + "\n".join(bad)
 
 
@@ -157,18 +165,24 @@ def test_the_checker_sees_imports_inside_functions_relative_ones_and_from_gcbenc
     (package / "__init__.py").write_text("")
     (package / "energy" / "__init__.py").write_text("")
     (package / "energy" / "probe.py").write_text(
-        "from gcbench.errors import MeasurementError\n"     # down: fine
-        "from gcbench.energy import base\n"                 # own unit: fine
+        "from gcbench.errors import MeasurementError\n"  # down: fine
+        "from gcbench.energy import base\n"  # own unit: fine
         "def f():\n"
-        "    from gcbench.trial import SkipTrial\n"          # line 4: up, inside a function
-        "from .. import report\n"                           # line 5: relative, up
-        "from gcbench import factory, units\n"              # line 6: factory up, units fine
-        "import gcbench.tokenizer.build\n"                   # line 7: sideways
+        "    from gcbench.trial import SkipTrial\n"  # line 4: up, inside a function
+        "from .. import report\n"  # line 5: relative, up
+        "from gcbench import factory, units\n"  # line 6: factory up, units fine
+        "import gcbench.tokenizer.build\n"  # line 7: sideways
     )
     found = sorted((unit, imp.line, imp.target) for unit, imp in all_imports(package))
-    assert found == [("energy", 1, "gcbench.errors"), ("energy", 2, "gcbench.energy"), ("energy", 4, "gcbench.trial"),
-                     ("energy", 5, "gcbench.report"), ("energy", 6, "gcbench.factory"), ("energy", 6, "gcbench.units"),
-                     ("energy", 7, "gcbench.tokenizer.build")]
+    assert found == [
+        ("energy", 1, "gcbench.errors"),
+        ("energy", 2, "gcbench.energy"),
+        ("energy", 4, "gcbench.trial"),
+        ("energy", 5, "gcbench.report"),
+        ("energy", 6, "gcbench.factory"),
+        ("energy", 6, "gcbench.units"),
+        ("energy", 7, "gcbench.tokenizer.build"),
+    ]
     bad = upward(all_imports(package), root=tmp_path)
     assert bad == [
         "gcbench/energy/probe.py:4: energy (layer 2) imports gcbench.trial, up to trial (layer 5)",

@@ -20,14 +20,45 @@ from gcbench.regression import GroupCheck, RegressionError, RegressionResult
 
 
 def _result() -> RegressionResult:
-    g = GroupCheck("h2d[memory=pinned]", "h2d", "gpu_j_per_gb", "regression", 3, 21, 7, median_tonight=2.415,
-                   median_baseline=2.3, pct_change=5.0, pct_ci_low=3.9, pct_ci_high=6.1, p_mannwhitney=0.001,
-                   p_mannwhitney_holm=0.003, p_welch=0.0004, threshold_pct=3.0)
-    ok = GroupCheck("noop", "noop", "duration_s", "unchanged", 3, 21, 7, median_tonight=1.2, median_baseline=1.2,
-                    pct_change=0.1, pct_ci_low=-0.5, pct_ci_high=0.7, p_mannwhitney=0.8, p_mannwhitney_holm=0.8,
-                    p_welch=0.7, threshold_pct=3.0)
-    return RegressionResult("gcbench__nightly", "scheduled__2026-03-08T02:00:00+00:00", "2026-03-08T02:00:00+00:00",
-                            [ok, g])
+    g = GroupCheck(
+        "h2d[memory=pinned]",
+        "h2d",
+        "gpu_j_per_gb",
+        "regression",
+        3,
+        21,
+        7,
+        median_tonight=2.415,
+        median_baseline=2.3,
+        pct_change=5.0,
+        pct_ci_low=3.9,
+        pct_ci_high=6.1,
+        p_mannwhitney=0.001,
+        p_mannwhitney_holm=0.003,
+        p_welch=0.0004,
+        threshold_pct=3.0,
+    )
+    ok = GroupCheck(
+        "noop",
+        "noop",
+        "duration_s",
+        "unchanged",
+        3,
+        21,
+        7,
+        median_tonight=1.2,
+        median_baseline=1.2,
+        pct_change=0.1,
+        pct_ci_low=-0.5,
+        pct_ci_high=0.7,
+        p_mannwhitney=0.8,
+        p_mannwhitney_holm=0.8,
+        p_welch=0.7,
+        threshold_pct=3.0,
+    )
+    return RegressionResult(
+        "gcbench__nightly", "scheduled__2026-03-08T02:00:00+00:00", "2026-03-08T02:00:00+00:00", [ok, g]
+    )
 
 
 class _Ti:
@@ -46,8 +77,9 @@ def webhook():
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name
             n = int(self.headers["Content-Length"])
-            bodies.append({"path": self.path, "type": self.headers["Content-Type"],
-                           "json": json.loads(self.rfile.read(n))})
+            bodies.append(
+                {"path": self.path, "type": self.headers["Content-Type"], "json": json.loads(self.rfile.read(n))}
+            )
             self.send_response(204)
             self.end_headers()
 
@@ -113,7 +145,10 @@ def test_regression_is_logged_without_any_channel_configured(monkeypatch, caplog
         notifier.notify(_context(RegressionError(_result())))
     assert notifier.sent == ["log"]
     text = caplog.text
-    assert "GC-Bench energy regression: gcbench__nightly scheduled__2026-03-08T02:00:00+00:00: 1 energy regression(s)" in text
+    assert (
+        "GC-Bench energy regression: gcbench__nightly scheduled__2026-03-08T02:00:00+00:00: 1 energy regression(s)"
+        in text
+    )
     assert "h2d[memory=pinned]: regression: gpu_j_per_gb 2.415 tonight vs 2.3 over 7 nights, +5.00 %" in text
 
 
@@ -139,8 +174,10 @@ def test_other_failures_of_the_check_are_notified_too(webhook):
     RegressionNotifier(webhook_url=url).notify(_context(ConnectionError("results database unreachable")))
     payload = bodies[0]["json"]
     assert payload["regressions"] is None
-    assert payload["text"] == ("GC-Bench: regression_check of gcbench__nightly scheduled__2026-03-08T02:00:00+00:00 "
-                               "failed: ConnectionError: results database unreachable")
+    assert payload["text"] == (
+        "GC-Bench: regression_check of gcbench__nightly scheduled__2026-03-08T02:00:00+00:00 "
+        "failed: ConnectionError: results database unreachable"
+    )
 
 
 def test_unreachable_webhook_is_logged_and_does_not_raise(caplog):

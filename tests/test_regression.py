@@ -8,7 +8,7 @@ three trials per group, each trial's primary metric drawn around a known level w
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -18,16 +18,20 @@ from gcbench.plan.schema import Plan, RegressionSettings
 from gcbench.regression import baseline_frame, check, check_run, tonight_frame
 
 DAG_ID = "gcbench__nightly-test"
-NIGHT0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+NIGHT0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 LEVELS = {("noop", "noop"): 1.2, ("h2d[memory=pinned]", "h2d"): 2.3, ("tinylm-infer", "tinylm"): 0.05}
 METRIC = {"noop": "duration_s", "h2d": "gpu_j_per_gb", "tinylm": "j_per_token"}
 
 
 def _plan(**regression) -> Plan:
-    return Plan.model_validate({
-        "name": "nightly-test", "schedule": "0 2 * * *", "regression": regression,
-        "workloads": [{"name": "noop", "kind": "noop"}],
-    })
+    return Plan.model_validate(
+        {
+            "name": "nightly-test",
+            "schedule": "0 2 * * *",
+            "regression": regression,
+            "workloads": [{"name": "noop", "kind": "noop"}],
+        }
+    )
 
 
 class History:
@@ -44,23 +48,49 @@ class History:
         logical = NIGHT0 + timedelta(days=night)
         run_id = run_id or f"scheduled__{logical.isoformat()}"
         with self.conn.cursor() as cur:
-            cur.execute("INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
-                        "('nightly-test', %s, %s, %s) RETURNING id", (DAG_ID, run_id, logical))
+            cur.execute(
+                "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
+                "('nightly-test', %s, %s, %s) RETURNING id",
+                (DAG_ID, run_id, logical),
+            )
             pk = cur.fetchone()[0]
         self.conn.commit()
         return run_id, pk
 
-    def trial(self, run_pk: int, variant: str, kind: str, rep: int, value: float, *, valid: bool = True,
-              status: str = "ok", trial_id: str | None = None) -> None:
+    def trial(
+        self,
+        run_pk: int,
+        variant: str,
+        kind: str,
+        rep: int,
+        value: float,
+        *,
+        valid: bool = True,
+        status: str = "ok",
+        trial_id: str | None = None,
+    ) -> None:
         trial_id = trial_id or f"{variant}-{rep}"
         with self.conn.cursor() as cur:
             cur.execute(
                 "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, spec, "
                 "status, valid) VALUES (%s, %s, 'nightly-test', %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (run_pk, trial_id, variant, variant.split("[")[0], kind, rep, json.dumps({"order": rep}), status, valid))
+                (
+                    run_pk,
+                    trial_id,
+                    variant,
+                    variant.split("[")[0],
+                    kind,
+                    rep,
+                    json.dumps({"order": rep}),
+                    status,
+                    valid,
+                ),
+            )
             tpk = cur.fetchone()[0]
-            cur.execute("INSERT INTO metrics (trial_pk, name, value) VALUES (%s, %s, %s), (%s, 'tokens', 1000)",
-                        (tpk, METRIC[kind], value, tpk))
+            cur.execute(
+                "INSERT INTO metrics (trial_pk, name, value) VALUES (%s, %s, %s), (%s, 'tokens', 1000)",
+                (tpk, METRIC[kind], value, tpk),
+            )
         self.conn.commit()
 
     def night(self, night: int, factor: dict[str, float] | None = None, reps: int = 3) -> str:
@@ -164,8 +194,11 @@ def test_rerun_of_the_night_sees_trials_stored_by_the_first_run(history):
     # a second run of the same logical date (backfill / clear) stored nothing new itself
     logical = NIGHT0 + timedelta(days=7)
     with history.conn.cursor() as cur:
-        cur.execute("INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
-                    "('nightly-test', %s, 'backfill__x', %s)", (DAG_ID, logical))
+        cur.execute(
+            "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
+            "('nightly-test', %s, 'backfill__x', %s)",
+            (DAG_ID, logical),
+        )
     history.conn.commit()
     for run_id in (first, "backfill__x"):
         result = check_run(history.conn, _plan(), run_id)
@@ -184,8 +217,15 @@ def test_first_nights_are_not_checked(history):
 
 def test_check_is_a_pure_function_of_frames():
     rng = np.random.default_rng(1)
-    base = pd.DataFrame({"variant": "v", "kind": "noop", "metric": "duration_s",
-                         "value": 1 + 0.01 * rng.standard_normal(30), "night": np.repeat(np.arange(10), 3)})
+    base = pd.DataFrame(
+        {
+            "variant": "v",
+            "kind": "noop",
+            "metric": "duration_s",
+            "value": 1 + 0.01 * rng.standard_normal(30),
+            "night": np.repeat(np.arange(10), 3),
+        }
+    )
     now = pd.DataFrame({"variant": ["v"] * 3, "kind": "noop", "metric": "duration_s", "value": [1.2, 1.21, 1.19]})
     (g,) = check(now, base, RegressionSettings(baseline_runs=4, min_baseline_runs=4))
     assert g.n_baseline == 12 and g.baseline_nights == 4  # only the last 4 nights
@@ -196,8 +236,15 @@ def test_check_is_a_pure_function_of_frames():
 
 
 def test_noisy_change_beyond_threshold_is_not_significant():
-    base = pd.DataFrame({"variant": "v", "kind": "noop", "metric": "duration_s",
-                         "value": [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.25, 0.95], "night": [0, 0, 0, 1, 1, 1, 2, 2, 2]})
+    base = pd.DataFrame(
+        {
+            "variant": "v",
+            "kind": "noop",
+            "metric": "duration_s",
+            "value": [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 0.7, 1.25, 0.95],
+            "night": [0, 0, 0, 1, 1, 1, 2, 2, 2],
+        }
+    )
     now = pd.DataFrame({"variant": ["v"] * 3, "kind": "noop", "metric": "duration_s", "value": [1.3, 0.85, 1.15]})
     (g,) = check(now, base, RegressionSettings())
     assert g.pct_change > 5 and g.p_mannwhitney_holm > 0.05

@@ -26,7 +26,7 @@ def judge(step_times, settings=SETTINGS, end=None):
 
 def test_steady_window_is_not_flagged():
     rng = np.random.default_rng(3)
-    stab, (tier, text) = judge(0.05 * rng.uniform(0.8, 1.2, 200))           # 10 s of 50 ms +-20 % steps
+    stab, (tier, text) = judge(0.05 * rng.uniform(0.8, 1.2, 200))  # 10 s of 50 ms +-20 % steps
     assert tier == "ok" and text is None
     assert stab.segments == 10 and stab.drift_ratio < 1.1 and stab.stall_ratio < 1.2 and stab.stall_rel < 0.05
     assert stab.steps == 200 and stab.steps_per_s == pytest.approx(20, rel=0.05)
@@ -37,11 +37,11 @@ def test_steady_window_of_a_busy_cpu_with_os_time_slices_is_not_flagged():
     steps = np.full(30000, 4e-5)
     steps[::50] = 0.015
     stab, (tier, _) = judge(steps)
-    assert tier == "ok" and stab.step_time_cv > 5          # per-step spread is large, throughput is not
+    assert tier == "ok" and stab.step_time_cv > 5  # per-step spread is large, throughput is not
 
 
 def test_10x_stall_inside_a_window_is_flagged():
-    steps = [0.05] * 90 + [0.5] * 2 + [0.05] * 90           # one second at a tenth of the speed
+    steps = [0.05] * 90 + [0.5] * 2 + [0.05] * 90  # one second at a tenth of the speed
     stab, (tier, text) = judge(steps)
     assert tier == "flag" and stab.stall_ratio == pytest.approx(10, rel=0.01)
     assert stab.stall_rel == pytest.approx(0.10, abs=0.005)
@@ -50,19 +50,19 @@ def test_10x_stall_inside_a_window_is_flagged():
 
 
 def test_one_step_10x_slower_in_a_short_window_is_flagged():
-    stab, (tier, text) = judge([0.05] * 10 + [0.5] + [0.05] * 10)         # 1.5 s, 3 segments
+    stab, (tier, text) = judge([0.05] * 10 + [0.5] + [0.05] * 10)  # 1.5 s, 3 segments
     assert tier == "flag" and stab.stall_ratio > 3
 
 
 def test_work_that_stops_for_most_of_the_window_is_invalid():
-    stab, (tier, text) = judge([0.05] * 20 + [6.0] + [0.05] * 20)         # 8 s, 6 of them on one step
+    stab, (tier, text) = judge([0.05] * 20 + [6.0] + [0.05] * 20)  # 8 s, 6 of them on one step
     assert tier == "invalid" and stab.stall_rel > 0.5 and "lost (invalid above 50 % lost)" in text
 
 
 def test_drift_between_the_halves_is_flagged_then_invalid():
-    _, (tier, text) = judge([0.05] * 100 + [0.09] * 56)                   # second half ~1.8x slower
+    _, (tier, text) = judge([0.05] * 100 + [0.09] * 56)  # second half ~1.8x slower
     assert tier == "flag" and "second half ran at 0.5" in text and "(flag beyond 1.5x)" in text
-    stab, (tier, text) = judge([0.05] * 100 + [0.25] * 20)                # second half 5x slower
+    stab, (tier, text) = judge([0.05] * 100 + [0.25] * 20)  # second half 5x slower
     assert tier == "invalid" and stab.halves_ratio == pytest.approx(0.2, rel=0.1)
     assert "(invalid beyond 4x)" in text
 
@@ -70,14 +70,14 @@ def test_drift_between_the_halves_is_flagged_then_invalid():
 def test_too_few_steps_are_flagged_as_not_judged_and_no_progress_as_not_checked():
     stab, (tier, text) = judge([0.4, 0.4, 0.4])
     assert not stab.judged and tier == "unchecked"
-    assert text == ("throughput stability not judged: 3 steps in the window (at least 4 needed to judge its "
-                    "stability)")
+    assert text == ("throughput stability not judged: 3 steps in the window (at least 4 needed to judge its stability)")
     assert window_finding(None, SETTINGS)[0] == "unchecked"
 
 
 def test_thresholds_are_plan_settings():
-    loose = ValidationSettings(stability_stall_flag_ratio=20, stability_drift_flag_ratio=3,
-                               stability_drift_invalid_ratio=10)
+    loose = ValidationSettings(
+        stability_stall_flag_ratio=20, stability_drift_flag_ratio=3, stability_drift_invalid_ratio=10
+    )
     assert judge([0.05] * 90 + [0.5] * 2 + [0.05] * 90, loose)[1][0] == "ok"
     with pytest.raises(ValueError, match="must not exceed"):
         ValidationSettings(stability_drift_flag_ratio=5, stability_drift_invalid_ratio=2)

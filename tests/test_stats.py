@@ -17,8 +17,9 @@ BASE = np.array([1.00, 1.02, 0.99, 1.01, 0.98, 1.03, 1.00, 0.97, 1.04, 1.01, 0.9
 
 def test_summarize_matches_numpy_and_scipy_bca_with_same_seed():
     s = stats.summarize(TREAT, group="g", metric="j_per_token", n_resamples=2000, seed=7)
-    ref = sps.bootstrap((TREAT,), np.median, n_resamples=2000, method="BCa",
-                        rng=np.random.default_rng(7), vectorized=True)
+    ref = sps.bootstrap(
+        (TREAT,), np.median, n_resamples=2000, method="BCa", rng=np.random.default_rng(7), vectorized=True
+    )
     assert s.n == 12 and s.n_excluded == 0
     assert s.median == pytest.approx(np.median(TREAT))
     assert s.mean == pytest.approx(TREAT.mean())
@@ -111,17 +112,23 @@ def test_holm_caps_at_one_and_skips_unknown_p():
 
 
 def test_compare_matches_scipy_tests_and_effect_sizes():
-    c = stats.compare(TREAT, BASE, metric="j_per_token", treatment="torch",
-                      baseline="external-go", n_resamples=2000, seed=11)
+    c = stats.compare(
+        TREAT, BASE, metric="j_per_token", treatment="torch", baseline="external-go", n_resamples=2000, seed=11
+    )
     assert c.median_treatment == pytest.approx(np.median(TREAT))
     assert c.pct_change == pytest.approx(100 * (np.median(TREAT) / np.median(BASE) - 1))
-    assert c.p_mannwhitney == pytest.approx(
-        sps.mannwhitneyu(TREAT, BASE, alternative="two-sided").pvalue)
+    assert c.p_mannwhitney == pytest.approx(sps.mannwhitneyu(TREAT, BASE, alternative="two-sided").pvalue)
     assert c.p_welch == pytest.approx(sps.ttest_ind(TREAT, BASE, equal_var=False).pvalue)
     assert c.cliffs_delta == pytest.approx(stats.cliffs_delta(TREAT, BASE))
     assert c.hodges_lehmann == pytest.approx(np.median(np.subtract.outer(TREAT, BASE)))
-    ref = sps.bootstrap((TREAT, BASE), stats._pct_change_of_medians, n_resamples=2000,
-                        method="BCa", rng=np.random.default_rng(11), vectorized=True)
+    ref = sps.bootstrap(
+        (TREAT, BASE),
+        stats._pct_change_of_medians,
+        n_resamples=2000,
+        method="BCa",
+        rng=np.random.default_rng(11),
+        vectorized=True,
+    )
     assert c.pct_ci_low == pytest.approx(ref.confidence_interval.low)
     assert c.pct_ci_high == pytest.approx(ref.confidence_interval.high)
     assert c.pct_ci_low < c.pct_change < c.pct_ci_high < 0
@@ -133,8 +140,7 @@ def test_adjust_holm_sets_significance_from_adjusted_mann_whitney():
     same = rng.normal(1.0, 0.05, 12)
     comps = [
         stats.compare(TREAT, BASE, metric="m", treatment="a", baseline="b", n_resamples=200),
-        stats.compare(same, rng.normal(1.0, 0.05, 12), metric="m", treatment="c",
-                      baseline="d", n_resamples=200),
+        stats.compare(same, rng.normal(1.0, 0.05, 12), metric="m", treatment="c", baseline="d", n_resamples=200),
         stats.compare([1.0], BASE, metric="m", treatment="e", baseline="b", n_resamples=200),
     ]
     adj = stats.adjust_holm(comps)
@@ -182,9 +188,15 @@ def test_pooled_ratio_is_sum_over_sum_not_the_median_of_ratios():
 
 def test_pooled_ratio_ci_resamples_trials_as_pairs_like_scipy():
     r = stats.summarize_ratio(ENERGY_J, TOKENS, n_resamples=2000, seed=3)
-    ref = sps.bootstrap((ENERGY_J, TOKENS), lambda e, t, axis=-1: e.sum(axis) / t.sum(axis),
-                        paired=True, vectorized=True, n_resamples=2000, method="BCa",
-                        rng=np.random.default_rng(3))
+    ref = sps.bootstrap(
+        (ENERGY_J, TOKENS),
+        lambda e, t, axis=-1: e.sum(axis) / t.sum(axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=2000,
+        method="BCa",
+        rng=np.random.default_rng(3),
+    )
     assert r.ci_method == "BCa"
     assert r.ci_low == pytest.approx(ref.confidence_interval.low)
     assert r.ci_high == pytest.approx(ref.confidence_interval.high)
@@ -203,8 +215,7 @@ def test_pooled_ratios_of_the_same_trials_multiply_to_the_pooled_power():
 
 
 def test_pooled_ratio_excludes_unknown_and_non_positive_denominators():
-    r = stats.summarize_ratio([1.0, None, 3.0, 4.0, float("nan")], [2.0, 2.0, 0.0, 4.0, 1.0],
-                              n_resamples=100)
+    r = stats.summarize_ratio([1.0, None, 3.0, 4.0, float("nan")], [2.0, 2.0, 0.0, 4.0, 1.0], n_resamples=100)
     assert r.n == 2 and r.n_excluded == 3 and r.pooled == pytest.approx(5.0 / 6.0)
     assert r.ci_low is None and "at least 3" in r.ci_reason
 

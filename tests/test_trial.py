@@ -21,9 +21,10 @@ workloads: [{name: noop, kind: noop}]
 
 
 def test_derive_metrics_per_token_and_per_gb():
-    energy = {"main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": None,
-                       "gpu": [{"idle_power_w": 60.0}]},
-              "tokenize": {"duration_s": 0.5, "gpu_energy_j": 30.0, "cpu_energy_j": None}}
+    energy = {
+        "main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": None, "gpu": [{"idle_power_w": 60.0}]},
+        "tokenize": {"duration_s": 0.5, "gpu_energy_j": 30.0, "cpu_energy_j": None},
+    }
     m = derive_metrics({"tokens": 3000, "bytes": 4e9}, energy, {})
     assert m["tokens_per_s"] == 1500 and m["j_per_token"] == m["gpu_j_per_token"] == 0.2
     assert m["e2e_j_per_token"] is None  # CPU energy unknown: end to end unknown, never computed with 0
@@ -35,8 +36,10 @@ def test_derive_metrics_per_token_and_per_gb():
 
 
 def test_derive_metrics_end_to_end_with_cpu_energy():
-    energy = {"main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": 100.0, "gpu": []},
-              "tokenize": {"duration_s": 1.0, "gpu_energy_j": 50.0, "cpu_energy_j": 50.0}}
+    energy = {
+        "main": {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": 100.0, "gpu": []},
+        "tokenize": {"duration_s": 1.0, "gpu_energy_j": 50.0, "cpu_energy_j": 50.0},
+    }
     m = derive_metrics({"tokens": 1000}, energy, {})
     assert m["e2e_j_per_token"] == pytest.approx(0.8) and m["total_energy_j"] == 700.0
 
@@ -46,8 +49,9 @@ def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "ok" and result["trial_id"] == spec.trial_id
@@ -82,13 +86,15 @@ def test_trial_skipped_for_a_setting_it_cannot_apply_names_that_setting(tmp_path
     plan = plan_from_text(
         "name: capskip\nenergy: {backend: simulated}\nworkloads:\n  - name: r\n    kind: resnet_cifar\n"
         "    settings: {dataset: synthetic, synthetic_train_per_batch: 16, synthetic_test: 16, global_batch: 16,\n"
-        "               train_samples: 16, power_cap_w: 250}\n")
+        "               train_samples: 16, power_cap_w: 250}\n"
+    )
     spec = expand(plan)[0]
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)], capture_output=True, text=True, timeout=300
+    )
     result = json.loads((out / "result.json").read_text())
     assert proc.returncode == 3 and result["status"] == "skipped", proc.stdout + proc.stderr
     assert list(result["settings_not_in_effect"]) == ["power_cap_w"]
@@ -107,8 +113,9 @@ def test_unwritable_output_folder_fails_before_the_window(tmp_path):
     spec = expand(plan_from_text(PLAN))[0]
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
-    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), target],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(spec_path), target], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 1 and "is not writable" in proc.stderr and "window" not in proc.stdout
 
 
@@ -117,8 +124,12 @@ def test_spec_with_a_forged_id_is_refused(tmp_path):
     data = json.loads(spec.to_json())
     data["trial_id"] = "0" * 16
     (tmp_path / "spec.json").write_text(json.dumps(data))
-    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(tmp_path / "spec.json"), str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(tmp_path / "spec.json"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "does not match its spec" in proc.stderr
 
 
@@ -127,8 +138,9 @@ def test_trial_records_progress_and_stability_of_its_window(tmp_path):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(spec_path), str(out)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / "result.json").read_text())
     window = result["windows"]["main"]
@@ -141,10 +153,12 @@ def test_trial_records_progress_and_stability_of_its_window(tmp_path):
     assert stab["judged"] and stab["steps"] == len(points) and stab["drift_ratio"] < 1.5
     m = result["metrics"]
     assert m["window_steps"] == len(points) and m["window_steps_per_s"] == pytest.approx(
-        len(points) / (window["end_s"] - window["start_s"]))
+        len(points) / (window["end_s"] - window["start_s"])
+    )
     assert m["stability_halves_ratio"] == stab["halves_ratio"]
     # the sampler went on reading power for the cross-check's reference after the window
-    gpu_t = [float(line.split(",")[0]) for line in (out / "samples.csv").read_text().splitlines()[1:]
-             if ",gpu0," in line]
+    gpu_t = [
+        float(line.split(",")[0]) for line in (out / "samples.csv").read_text().splitlines()[1:] if ",gpu0," in line
+    ]
     assert max(gpu_t) >= window["end_s"] + 1.07
     assert result["energy"]["main"]["gpu"][0]["cross_check_verdict"] == "ok"

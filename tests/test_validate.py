@@ -16,9 +16,19 @@ SETTINGS = ValidationSettings()
 def samples(t, energy=None, power=300.0, reasons=0, device="gpu0"):
     t = np.asarray(t, dtype=float)
     energy = 1000 + power * t if energy is None else np.asarray(energy, dtype=float)
-    return pd.DataFrame({"t_s": t, "device": device, "source": "nvml", "power_w": power, "power_instant_w": power,
-                         "energy_j": energy, "temperature_c": 50.0, "sm_clock_mhz": 1980.0,
-                         "clocks_event_reasons": reasons})[list(SAMPLE_COLUMNS)]
+    return pd.DataFrame(
+        {
+            "t_s": t,
+            "device": device,
+            "source": "nvml",
+            "power_w": power,
+            "power_instant_w": power,
+            "energy_j": energy,
+            "temperature_c": 50.0,
+            "sm_clock_mhz": 1980.0,
+            "clocks_event_reasons": reasons,
+        }
+    )[list(SAMPLE_COLUMNS)]
 
 
 def steady(start=1.0, end=3.0, step_s=0.05):
@@ -29,14 +39,32 @@ def steady(start=1.0, end=3.0, step_s=0.05):
 
 def result(start=1.0, end=3.0, flags=(), rel=0.001, limits=None, update_period_s=0.1, progress=None):
     return {
-        "status": "ok", "exit_code": 0,
+        "status": "ok",
+        "exit_code": 0,
         "windows": {"main": {"start_s": start, "end_s": end}},
         "progress": steady(start, end) if progress is None else progress,
-        "energy": {"main": {"gpu_energy_j": 600.0, "sample_hz": 20.0, "flags": list(flags),
-                            "gpu": [{"device": "gpu0", "energy_j": 600.0, "method": "nvml-counter-edge-corrected",
-                                     "cross_check_rel": rel, "update_period_s": update_period_s}]}},
-        "environment": {"gpus": [{"label": dev, "min_limit_w": lim["min"], "max_limit_w": lim["max"]}
-                                 for dev, lim in (limits or {}).items()]},
+        "energy": {
+            "main": {
+                "gpu_energy_j": 600.0,
+                "sample_hz": 20.0,
+                "flags": list(flags),
+                "gpu": [
+                    {
+                        "device": "gpu0",
+                        "energy_j": 600.0,
+                        "method": "nvml-counter-edge-corrected",
+                        "cross_check_rel": rel,
+                        "update_period_s": update_period_s,
+                    }
+                ],
+            }
+        },
+        "environment": {
+            "gpus": [
+                {"label": dev, "min_limit_w": lim["min"], "max_limit_w": lim["max"]}
+                for dev, lim in (limits or {}).items()
+            ]
+        },
     }
 
 
@@ -79,8 +107,13 @@ def test_decreasing_counter_is_invalid():
 
 def _reference(r, rel, allowance=0.0, ref=1000.0):
     dev = r["energy"]["main"]["gpu"][0]
-    dev.update(cross_check_method="average-power-lag", cross_check_rel=rel, cross_check_allowance_rel=allowance,
-               cross_check_j=ref, energy_j=ref * (1 + rel))
+    dev.update(
+        cross_check_method="average-power-lag",
+        cross_check_rel=rel,
+        cross_check_allowance_rel=allowance,
+        cross_check_j=ref,
+        energy_j=ref * (1 + rel),
+    )
     return r
 
 
@@ -88,16 +121,17 @@ def test_counter_43_percent_below_the_1_s_average_reference_is_invalid():
     v = check_trial(_reference(result(), -0.428, ref=327.0), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
     assert not v.valid and v.reasons == [
         "gpu0: energy counter and 1-s average power differ by -42.80 % (187.0 J against 327.0 J), 42.80 % beyond "
-        "the 0.00 % allowed for power steps at the window edges (invalid above 15 %)"]
+        "the 0.00 % allowed for power steps at the window edges (invalid above 15 %)"
+    ]
 
 
 def test_cross_check_tiers_apply_beyond_the_edge_allowance():
     t = np.arange(0.5, 3.6, 0.05)
-    v = check_trial(_reference(result(), +0.08), "ok", samples(t), SETTINGS)          # 8 %: flagged, valid
+    v = check_trial(_reference(result(), +0.08), "ok", samples(t), SETTINGS)  # 8 %: flagged, valid
     assert v.valid and len(v.flags) == 1 and "(flag above 5 %)" in v.flags[0]
-    v = check_trial(_reference(result(), +0.08, allowance=0.04), "ok", samples(t), SETTINGS)   # 4 % beyond: ok
+    v = check_trial(_reference(result(), +0.08, allowance=0.04), "ok", samples(t), SETTINGS)  # 4 % beyond: ok
     assert v.valid and v.flags == []
-    v = check_trial(_reference(result(), -0.20, allowance=0.04), "ok", samples(t), SETTINGS)   # 16 % beyond
+    v = check_trial(_reference(result(), -0.20, allowance=0.04), "ok", samples(t), SETTINGS)  # 16 % beyond
     assert not v.valid and "16.00 % beyond the 4.00 % allowed" in v.reasons[0]
     loose = ValidationSettings(cross_check_flag_rel=0.2, cross_check_invalid_rel=0.5)
     v = check_trial(_reference(result(), -0.20, allowance=0.04), "ok", samples(t), loose)
@@ -106,16 +140,20 @@ def test_cross_check_tiers_apply_beyond_the_edge_allowance():
 
 def test_cross_check_left_unmade_for_want_of_reads_is_flagged_not_hidden():
     r = result()
-    r["energy"]["main"]["gpu"][0].update(cross_check_method="average-power-lag", cross_check_rel=None,
-                                         cross_check_reason="1-s average power reads ([0, 3.1] s) do not cover ...")
+    r["energy"]["main"]["gpu"][0].update(
+        cross_check_method="average-power-lag",
+        cross_check_rel=None,
+        cross_check_reason="1-s average power reads ([0, 3.1] s) do not cover ...",
+    )
     v = check_trial(r, "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
-    assert v.valid and v.flags == ["gpu0: energy counter not cross-checked: 1-s average power reads ([0, 3.1] s) "
-                                   "do not cover ..."]
+    assert v.valid and v.flags == [
+        "gpu0: energy counter not cross-checked: 1-s average power reads ([0, 3.1] s) do not cover ..."
+    ]
 
 
 def test_result_from_before_the_reference_keeps_the_instant_rule_at_the_invalid_threshold():
     t = np.arange(0.5, 3.6, 0.05)
-    v = check_trial(result(rel=-0.428), "ok", samples(t), SETTINGS)      # no cross_check_method
+    v = check_trial(result(rel=-0.428), "ok", samples(t), SETTINGS)  # no cross_check_method
     assert not v.valid and v.reasons == ["gpu0: counter and integrated power disagree by -42.80 % (limit 15 %)"]
     assert check_trial(result(rel=-0.10), "ok", samples(t), SETTINGS).valid
 
@@ -132,12 +170,20 @@ def test_former_cross_check_max_rel_is_read_as_the_invalid_threshold():
 
 
 def test_power_above_the_gpu_limit_is_invalid():
-    v = check_trial(result(limits={"gpu0": {"min": 200, "max": 700}}), "ok",
-                    samples(np.arange(0.5, 3.6, 0.05), power=1200.0), SETTINGS)
+    v = check_trial(
+        result(limits={"gpu0": {"min": 200, "max": 700}}),
+        "ok",
+        samples(np.arange(0.5, 3.6, 0.05), power=1200.0),
+        SETTINGS,
+    )
     assert not v.valid and any("above the GPU's limit 700 W" in r for r in v.reasons)
     lenient = ValidationSettings(power_limit_margin_rel=1.0)
-    assert check_trial(result(limits={"gpu0": {"min": 200, "max": 700}}), "ok",
-                       samples(np.arange(0.5, 3.6, 0.05), power=1200.0), lenient).valid
+    assert check_trial(
+        result(limits={"gpu0": {"min": 200, "max": 700}}),
+        "ok",
+        samples(np.arange(0.5, 3.6, 0.05), power=1200.0),
+        lenient,
+    ).valid
 
 
 def test_throttling_is_flagged_not_invalid():
@@ -177,9 +223,20 @@ def _stored_trial(outdir, spec, step_s):
     (outdir / "samples.csv").write_text("\n".join(rows) + "\n")
     r = result(progress=steady(1.0, 3.0, step_s))
     steps = len(r["progress"]["main"]["points"])
-    r.update(schema=1, trial_id=spec.trial_id, plan=spec.plan, error=None, measurement={"backend": "simulated"},
-             metrics={"duration_s": 2.0, "gpu_energy_j": 600.0, "steps": steps, "window_steps": steps,
-                      "window_steps_per_s": steps / 2.0})
+    r.update(
+        schema=1,
+        trial_id=spec.trial_id,
+        plan=spec.plan,
+        error=None,
+        measurement={"backend": "simulated"},
+        metrics={
+            "duration_s": 2.0,
+            "gpu_energy_j": 600.0,
+            "steps": steps,
+            "window_steps": steps,
+            "window_steps_per_s": steps / 2.0,
+        },
+    )
     r["energy"]["main"]["gpu"][0].update(method="simulated", source="simulated")
     (outdir / "result.json").write_text(json.dumps(r))
 
@@ -192,8 +249,10 @@ def test_group_of_two_with_a_stalled_twin_is_inconclusive_as_stored_and_reported
     from gcbench.store import db, ingest, queries
     from gcbench.validate import validate_run
 
-    plan = plan_from_text("name: twins\nrepetitions: 2\nworkloads: [{name: n, kind: noop}, "
-                          "{name: m, kind: noop, settings: {tick_s: 0.02}}]\n")
+    plan = plan_from_text(
+        "name: twins\nrepetitions: 2\nworkloads: [{name: n, kind: noop}, "
+        "{name: m, kind: noop, settings: {tick_s: 0.02}}]\n"
+    )
     specs = expand(plan)
     with db.connection(pg_url) as conn:
         run = ingest.register_run(conn, plan, plan.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
@@ -209,9 +268,11 @@ def test_group_of_two_with_a_stalled_twin_is_inconclusive_as_stored_and_reported
             twins = [f for f in row.flags if f.startswith("twins disagree")]
             assert len(twins) == (1 if row.workload == "n" else 0), row.flags
         flags_n = df[df["workload"] == "n"]["flags"].iloc[0]
-        assert any("ran at 20 and 2 steps/s (10.0x apart, limit 2x); the group is inconclusive" in f
-                   or "ran at 2 and 20 steps/s (10.0x apart, limit 2x); the group is inconclusive" in f
-                   for f in flags_n)
+        assert any(
+            "ran at 20 and 2 steps/s (10.0x apart, limit 2x); the group is inconclusive" in f
+            or "ran at 2 and 20 steps/s (10.0x apart, limit 2x); the group is inconclusive" in f
+            for f in flags_n
+        )
         # the progress points are stored row by row
         prog = queries.progress_frame(conn, run, specs[0].trial_id)
         assert set(prog["window_key"]) == {"main"} and prog["steps"].is_monotonic_increasing

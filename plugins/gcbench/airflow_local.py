@@ -38,9 +38,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from gcbench.errors import GCBenchError
 
@@ -62,8 +62,10 @@ so it bounds the gap between one trial task's end and the next one's queueing
 idle scheduler costs ~12 ms of CPU here: 4.8 % of one core at 0.25 s, 1.6 % at 1 s
 (docs/per-trial-cost.md)."""
 
-CFG_HEADER = "# Written by `gcbench airflow up` (rewritten on every up; set your own values as\n" \
-             "# environment variables AIRFLOW__<SECTION>__<KEY>, which win over this file).\n"
+CFG_HEADER = (
+    "# Written by `gcbench airflow up` (rewritten on every up; set your own values as\n"
+    "# environment variables AIRFLOW__<SECTION>__<KEY>, which win over this file).\n"
+)
 
 
 class AirflowUpError(GCBenchError):
@@ -160,8 +162,11 @@ def duplicate_distributions() -> list[str]:
     """
     from importlib import metadata
 
-    paths = [str(getattr(d, "_path", "?")) for d in metadata.distributions()
-             if (d.metadata["Name"] or "").lower() == "gcbench"]
+    paths = [
+        str(getattr(d, "_path", "?"))
+        for d in metadata.distributions()
+        if (d.metadata["Name"] or "").lower() == "gcbench"
+    ]
     return paths if len(paths) > 1 else []
 
 
@@ -191,7 +196,9 @@ def write_config(home: Path, port: int, metadata_url: str) -> Path:
     def esc(value: str | Path) -> str:  # Airflow's config parser interpolates '%'
         return str(value).replace("%", "%%")
 
-    text = CFG_HEADER + f"""
+    text = (
+        CFG_HEADER
+        + f"""
 [core]
 dags_folder = {esc(config.project_root() / "dags")}
 plugins_folder = {esc(home / "plugins")}
@@ -227,6 +234,7 @@ refresh_interval = 30
 # (benchmarks/live_scheduler_overhead.py); at 0.25 s it costs 4.8 percent of one core while idle
 scheduler_idle_sleep_time = {SCHEDULER_IDLE_SLEEP_S}
 """
+    )
     cfg.write_text(text, encoding="utf-8")
     cfg.chmod(0o600)
     return cfg
@@ -248,8 +256,9 @@ def hold_databases(out_path: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # SystemExit: atexit stops the server
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     results = db.database_url()
-    airflow_url = results.replace("/gcbench?", "/airflow?") if "/gcbench?" in results else \
-        results.rsplit("/", 1)[0] + "/airflow"
+    airflow_url = (
+        results.replace("/gcbench?", "/airflow?") if "/gcbench?" in results else results.rsplit("/", 1)[0] + "/airflow"
+    )
     conn = psycopg2.connect(results.replace("/gcbench", "/postgres", 1))
     try:
         conn.autocommit = True
@@ -304,14 +313,20 @@ def up(port: int = DEFAULT_PORT, timeout_s: float = 240.0, log: Callable[[str], 
         return UpInfo(state["url"], home, home / "passwords.json", state.get("pools", []), already_running=True)
     dup = duplicate_distributions()
     if dup:
-        log("warning: gcbench is installed twice (" + ", ".join(dup) + "); Airflow will report "
+        log(
+            "warning: gcbench is installed twice (" + ", ".join(dup) + "); Airflow will report "
             "\"Plugin 'gcbench' already registered\". Remove the stale one (make setup removes "
-            "plugins/gcbench.egg-info).")
+            "plugins/gcbench.egg-info)."
+        )
     if not _port_free("127.0.0.1", port):
         raise AirflowUpError(f"port {port} on 127.0.0.1 is in use; choose another with --port")
     (home / "logs").mkdir(exist_ok=True)
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "GCBENCH_PROJECT_ROOT": str(config.project_root()),
-           "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "GCBENCH_PROJECT_ROOT": str(config.project_root()),
+        "PYTHONUNBUFFERED": "1",
+    }
     for key in [k for k in env if k.startswith("AIRFLOW__") and k != "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]:
         log(f"note: {key} is set in your environment and overrides airflow.cfg")
     records: list[dict] = []
@@ -333,14 +348,23 @@ def up(port: int = DEFAULT_PORT, timeout_s: float = 240.0, log: Callable[[str], 
         state["env"] = {"GCBENCH_DATABASE_URL": env["GCBENCH_DATABASE_URL"]}
         log(f"AIRFLOW_HOME={home}: migrating Airflow's metadata database")
         _run([sys.executable, "-m", "airflow", "db", "migrate"], env, home / "logs" / "migrate.log", 600)
-        pools = json.loads(_run([sys.executable, "-c", _pools_script()], env, home / "logs" / "pools.log",
-                                300).strip().splitlines()[-1])
+        pools = json.loads(
+            _run([sys.executable, "-c", _pools_script()], env, home / "logs" / "pools.log", 300)
+            .strip()
+            .splitlines()[-1]
+        )
         state["pools"] = pools
         log(f"pools (1 slot each): {', '.join(pools) or 'none'}")
         for name in SERVICES:
             out = open(home / "logs" / f"{name}.log", "ab")
-            proc = subprocess.Popen([sys.executable, "-m", "airflow", name], env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "airflow", name],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             out.close()
             records.append(_record(name, proc))
             save()
@@ -365,8 +389,14 @@ def _start_holder(home: Path, env: dict, records: list, save: Callable[[], None]
     out.unlink(missing_ok=True)
     log = open(home / "logs" / "database.log", "ab")
     holder_env = {k: v for k, v in env.items() if k != "GCBENCH_DATABASE_URL"}
-    proc = subprocess.Popen([sys.executable, "-m", "gcbench.airflow_local", "hold-db", str(out)], env=holder_env,
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gcbench.airflow_local", "hold-db", str(out)],
+        env=holder_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log.close()
     records.append(_record("database", proc))
     save()
@@ -397,8 +427,9 @@ def _wait_healthy(url: str, records: list[dict], home: Path, timeout_s: float) -
         except OSError:
             pass
         time.sleep(1)
-    raise AirflowUpError(f"the API server did not answer at {url} within {timeout_s:.0f} s "
-                         f"(see {home / 'logs' / 'api-server.log'})")
+    raise AirflowUpError(
+        f"the API server did not answer at {url} within {timeout_s:.0f} s (see {home / 'logs' / 'api-server.log'})"
+    )
 
 
 def down(home: Path | None = None, grace_s: float = STOP_GRACE_S, log: Callable[[str], None] = print) -> int:
@@ -446,8 +477,10 @@ def _terminate(records: list[dict], grace_s: float, log: Callable[[str], None]) 
             pass
     _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
     if alive:
-        log(f"{len(alive)} process(es) still running {grace_s:.0f} s after SIGTERM: killing them "
-            f"({', '.join(sorted({p.name() for p in alive if _name(p)}))})")
+        log(
+            f"{len(alive)} process(es) still running {grace_s:.0f} s after SIGTERM: killing them "
+            f"({', '.join(sorted({p.name() for p in alive if _name(p)}))})"
+        )
         for rec in records:
             try:
                 os.killpg(int(rec["pgid"]), signal.SIGKILL)

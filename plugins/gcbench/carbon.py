@@ -90,9 +90,7 @@ def kg_co2e(energy_kwh: float, intensity_kg_per_kwh: float) -> float:
     return energy_kwh * intensity_kg_per_kwh
 
 
-def co2e_from_joules(
-    energy_j: float | None, intensity: CarbonIntensity = STUDY_INTENSITY
-) -> CarbonEstimate | None:
+def co2e_from_joules(energy_j: float | None, intensity: CarbonIntensity = STUDY_INTENSITY) -> CarbonEstimate | None:
     """CO2e of ``energy_j`` joules: kgCO2e = (J / 3.6e6) x intensity, with its band.
 
     Returns None when the energy is unknown (None): an unknown energy has an unknown

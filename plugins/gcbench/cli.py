@@ -10,7 +10,6 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -41,8 +40,10 @@ app.add_typer(airflow_app, name="airflow")
 
 
 @airflow_app.command("up")
-def airflow_up(port: int = typer.Option(8080, help="Port of the UI and API on 127.0.0.1."),
-               timeout: float = typer.Option(240, help="Seconds to wait for the UI to answer.")) -> None:
+def airflow_up(
+    port: int = typer.Option(8080, help="Port of the UI and API on 127.0.0.1."),
+    timeout: float = typer.Option(240, help="Seconds to wait for the UI to answer."),
+) -> None:
     """Start Airflow for the UI in the background: AIRFLOW_HOME under .gcbench/airflow, the
     project's dags/, databases, one pool per GPU of every plan, api-server, scheduler,
     dag-processor and triggerer. Prints the URL and where the admin password is."""
@@ -52,8 +53,10 @@ def airflow_up(port: int = typer.Option(8080, help="Port of the UI and API on 12
     if info.already_running:
         typer.echo(f"already running: {info.url} (gcbench airflow down stops it)")
     typer.echo(f"Airflow UI: {info.url}  user admin, password in {info.password_file}")
-    typer.echo(f"for airflow commands: export AIRFLOW_HOME={info.home}   (new DAGs start paused: "
-               "airflow dags unpause gcbench__<plan>, or trigger from the UI)")
+    typer.echo(
+        f"for airflow commands: export AIRFLOW_HOME={info.home}   (new DAGs start paused: "
+        "airflow dags unpause gcbench__<plan>, or trigger from the UI)"
+    )
     typer.echo("stop everything it started: gcbench airflow down")
 
 
@@ -80,11 +83,10 @@ def plan_validate(file: Path = typer.Argument(..., help="Plan YAML file.")) -> N
 def plan_expand(
     file: Path = typer.Argument(..., help="Plan YAML file."),
     as_json: bool = typer.Option(False, "--json", help="Print the trial specs as JSON."),
-    repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
+    repetitions: int | None = typer.Option(None, help="Override the repetitions."),
 ) -> None:
     """List the trials a plan expands to (schedule order), as a table or JSON."""
     from gcbench.plan import expand, load_plan
-
     from gcbench.plan.params import run_params
 
     plan = load_plan(file)
@@ -94,15 +96,22 @@ def plan_expand(
         typer.echo(json.dumps([s.model_dump(mode="json") for s in specs], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
-
     from rich.markup import escape
+    from rich.table import Table
 
     table = Table(title=escape(f"{plan.name}: {len(specs)} trials ({plan.order} order)"))
     for col in ("#", "trial id", "variant", "rep", "kind", "devices", "seed"):
         table.add_column(col)
     for s in specs:
-        table.add_row(str(s.order), s.trial_id, escape(s.variant), str(s.repetition), s.kind, ",".join(map(str, s.devices)), str(s.seed))
+        table.add_row(
+            str(s.order),
+            s.trial_id,
+            escape(s.variant),
+            str(s.repetition),
+            s.kind,
+            ",".join(map(str, s.devices)),
+            str(s.seed),
+        )
     console = Console()
     if not console.is_terminal:  # piped: no wrapping or cut-off ids
         console = Console(width=max(120, max((len(s.variant) for s in specs), default=0) + 80))
@@ -112,9 +121,9 @@ def plan_expand(
 @app.command("run")
 def run_plan(
     plan_file: Path = typer.Argument(..., help="Plan YAML file."),
-    runner: Optional[Runner] = typer.Option(None, help="Runner (default: the plan's)."),
-    repetitions: Optional[int] = typer.Option(None, help="Override the repetitions."),
-    variant: Optional[list[str]] = typer.Option(None, help="Run only this variant (repeatable)."),
+    runner: Runner | None = typer.Option(None, help="Runner (default: the plan's)."),
+    repetitions: int | None = typer.Option(None, help="Override the repetitions."),
+    variant: list[str] | None = typer.Option(None, help="Run only this variant (repeatable)."),
 ) -> None:
     """Run a plan's DAG in-process (Airflow dag.test()) and print the report's path.
 
@@ -125,8 +134,9 @@ def run_plan(
     from gcbench.plan.params import run_params
     from gcbench.runprogress import run_with_progress
 
-    checked = run_params(load_plan(plan_file), repetitions, variant or None, runner.value if runner else None,
-                         names=CLI_PARAM_NAMES)
+    checked = run_params(
+        load_plan(plan_file), repetitions, variant or None, runner.value if runner else None, names=CLI_PARAM_NAMES
+    )
     code = run_with_progress(plan_file, runner.value if runner else None, checked.repetitions, list(checked.variants))
     if code:
         raise typer.Exit(code)
@@ -149,8 +159,11 @@ def find_run(conn, run: str, plan: str | None = None) -> tuple[str, str, dict]:
     if "/" in run or "\\" in run:
         candidates.append(Path(run).name)
     with conn.cursor() as cur:
-        cur.execute("SELECT r.plan_name, r.run_id, p.plan FROM dag_runs r JOIN plans p ON p.plan_name = r.plan_name "
-                    "WHERE (%s::text IS NULL OR r.plan_name = %s) ORDER BY r.created_at", (plan, plan))
+        cur.execute(
+            "SELECT r.plan_name, r.run_id, p.plan FROM dag_runs r JOIN plans p ON p.plan_name = r.plan_name "
+            "WHERE (%s::text IS NULL OR r.plan_name = %s) ORDER BY r.created_at",
+            (plan, plan),
+        )
         rows = cur.fetchall()
     found = [row for row in rows if row[1] == run]
     if not found:
@@ -158,22 +171,29 @@ def find_run(conn, run: str, plan: str | None = None) -> tuple[str, str, dict]:
     if not found:
         raise StoreError(f"no stored run {run!r}" + (f" of plan {plan!r}" if plan else ""))
     if len({row[0] for row in found}) > 1:
-        raise StoreError(f"run {run!r} exists for several plans ({', '.join(sorted({r[0] for r in found}))}); "
-                         "give --plan")
+        raise StoreError(
+            f"run {run!r} exists for several plans ({', '.join(sorted({r[0] for r in found}))}); give --plan"
+        )
     if len(found) > 1:
-        raise StoreError(f"folder name {run!r} matches several runs ({', '.join(r[1] for r in found)}); "
-                         "give the run id")
+        raise StoreError(
+            f"folder name {run!r} matches several runs ({', '.join(r[1] for r in found)}); give the run id"
+        )
     return found[0]
 
 
 @app.command("report")
 def report_cmd(
-    run: str = typer.Argument(..., metavar="RUN",
-                              help="The run's id (see the run's output, gcbench runs or the UI) or its folder name "
-                                   "under reports/<plan>/."),
-    plan: Optional[str] = typer.Option(None, help="Plan name, when several plans have this run."),
-    paper: bool = typer.Option(False, "--paper", help="Also write the study's headline tables "
-                               "(paper.md, paper.tex: LaTeX booktabs) and print their paths."),
+    run: str = typer.Argument(
+        ...,
+        metavar="RUN",
+        help="The run's id (see the run's output, gcbench runs or the UI) or its folder name under reports/<plan>/.",
+    ),
+    plan: str | None = typer.Option(None, help="Plan name, when several plans have this run."),
+    paper: bool = typer.Option(
+        False,
+        "--paper",
+        help="Also write the study's headline tables (paper.md, paper.tex: LaTeX booktabs) and print their paths.",
+    ),
 ) -> None:
     """Write (again) the report of a stored run and print the paths of report.html and
     report.md (and with --paper, of paper.md and paper.tex)."""
@@ -208,9 +228,11 @@ RUNS_COLUMNS = ("plan", "run id", "logical date", "trials", "valid", "invalid", 
 
 
 @app.command("runs")
-def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's runs."),
-             limit: int = typer.Option(20, help="How many of the newest runs."),
-             as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON.")) -> None:
+def runs_cmd(
+    plan: str | None = typer.Option(None, help="Only this plan's runs."),
+    limit: int = typer.Option(20, help="How many of the newest runs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+) -> None:
     """List stored DAG runs (newest first): trials, valid, invalid (measured but failed
     validation), failed, skipped, and the report's path."""
     from gcbench.store import db
@@ -223,12 +245,20 @@ def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's run
             "rep.html_path FROM dag_runs r "
             "LEFT JOIN trials t ON t.dag_run_id = r.id LEFT JOIN reports rep ON rep.dag_run_id = r.id "
             "WHERE (%s::text IS NULL OR r.plan_name = %s) GROUP BY r.id, rep.html_path "
-            "ORDER BY r.created_at DESC LIMIT %s", (plan, plan, limit))
+            "ORDER BY r.created_at DESC LIMIT %s",
+            (plan, plan, limit),
+        )
         rows = cur.fetchall()
-    records = [dict(zip((c.replace(" ", "_") for c in RUNS_COLUMNS),
-                        (plan_name, run_id, logical.isoformat() if logical else None, n, valid, invalid, failed,
-                         skipped, html)))
-               for plan_name, run_id, logical, n, valid, invalid, failed, skipped, html in rows]
+    records = [
+        dict(
+            zip(
+                (c.replace(" ", "_") for c in RUNS_COLUMNS),
+                (plan_name, run_id, logical.isoformat() if logical else None, n, valid, invalid, failed, skipped, html),
+                strict=True,
+            )
+        )
+        for plan_name, run_id, logical, n, valid, invalid, failed, skipped, html in rows
+    ]
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return
@@ -239,14 +269,21 @@ def runs_cmd(plan: Optional[str] = typer.Option(None, help="Only this plan's run
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=escape(f"{len(rows)} stored run{'s' if len(rows) != 1 else ''}, newest first"
-                               + (f" (plan {plan})" if plan else "")))
+    table = Table(
+        title=escape(
+            f"{len(rows)} stored run{'s' if len(rows) != 1 else ''}, newest first" + (f" (plan {plan})" if plan else "")
+        )
+    )
     for col in RUNS_COLUMNS:
-        table.add_column(col, justify="right" if col in ("trials", "valid", "invalid", "failed", "skipped")
-                         else "left")
+        table.add_column(col, justify="right" if col in ("trials", "valid", "invalid", "failed", "skipped") else "left")
     for r in records:
-        table.add_row(escape(r["plan"]), escape(r["run_id"]), r["logical_date"] or "-", *(
-            str(r[k]) for k in ("trials", "valid", "invalid", "failed", "skipped")), escape(r["report"] or "no report"))
+        table.add_row(
+            escape(r["plan"]),
+            escape(r["run_id"]),
+            r["logical_date"] or "-",
+            *(str(r[k]) for k in ("trials", "valid", "invalid", "failed", "skipped")),
+            escape(r["report"] or "no report"),
+        )
     console = Console()
     if not console.is_terminal:  # piped: no wrapping or cut-off ids and paths, as gcbench plan expand
         widest = max(len(r["run_id"]) + len(r["report"] or "no report") + len(r["plan"]) for r in records)

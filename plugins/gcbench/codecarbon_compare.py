@@ -140,7 +140,7 @@ class CodeCarbonTracker:
             kwargs.pop("allow_multiple_runs")
             return codecarbon.OfflineEmissionsTracker(**kwargs)
 
-    def __enter__(self) -> "CodeCarbonTracker":
+    def __enter__(self) -> CodeCarbonTracker:
         codecarbon, reason = _import_codecarbon()
         if codecarbon is None:
             self.result = CodeCarbonResult(energy_j=None, reason=reason)
@@ -153,9 +153,7 @@ class CodeCarbonTracker:
         except Exception as exc:  # noqa: BLE001 - an optional comparison must not kill the trial
             log.warning("codecarbon tracker failed to start: %s", exc)
             self._tracker = None
-            self.result = CodeCarbonResult(
-                energy_j=None, version=version, reason=f"codecarbon failed to start: {exc}"
-            )
+            self.result = CodeCarbonResult(energy_j=None, version=version, reason=f"codecarbon failed to start: {exc}")
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -168,10 +166,7 @@ class CodeCarbonTracker:
             data = getattr(self._tracker, "final_emissions_data", None)
             if data is not None:
                 energy_j = _kwh_attr_to_j(data, "energy_consumed")
-                parts = {
-                    name: _kwh_attr_to_j(data, name)
-                    for name in ("cpu_energy", "gpu_energy", "ram_energy")
-                }
+                parts = {name: _kwh_attr_to_j(data, name) for name in ("cpu_energy", "gpu_energy", "ram_energy")}
                 duration_s = getattr(data, "duration", None)
             else:
                 energy_j = _kwh_attr_to_j(self._tracker, "_total_energy")
@@ -189,9 +184,7 @@ class CodeCarbonTracker:
             )
         except Exception as exc:  # noqa: BLE001 - see __enter__
             log.warning("codecarbon tracker failed to stop: %s", exc)
-            self.result = CodeCarbonResult(
-                energy_j=None, version=version, reason=f"codecarbon failed: {exc}"
-            )
+            self.result = CodeCarbonResult(energy_j=None, version=version, reason=f"codecarbon failed: {exc}")
         finally:
             self._tracker = None
             self._cleanup()
@@ -209,9 +202,7 @@ def relative_error(codecarbon_j: float | None, measured_j: float | None) -> floa
     return (codecarbon_j - measured_j) / measured_j
 
 
-def comparison_metrics(
-    cc: CodeCarbonResult, gpu_energy_j: float | None, cpu_energy_j: float | None
-) -> dict[str, Any]:
+def comparison_metrics(cc: CodeCarbonResult, gpu_energy_j: float | None, cpu_energy_j: float | None) -> dict[str, Any]:
     """CodeCarbon's figures beside the direct measurement of the same span, for result.json.
 
     ``codecarbon_rel_error`` compares like with like: CodeCarbon's CPU + GPU energy
@@ -226,8 +217,11 @@ def comparison_metrics(
     estimate: float | None
     measured: float | None
     if cpu_energy_j is not None and cc.cpu_energy_j is not None and cc.gpu_energy_j is not None:
-        estimate, measured, scope = cc.cpu_energy_j + cc.gpu_energy_j, (
-            None if gpu_energy_j is None else gpu_energy_j + cpu_energy_j), "gpu+cpu"
+        estimate, measured, scope = (
+            cc.cpu_energy_j + cc.gpu_energy_j,
+            (None if gpu_energy_j is None else gpu_energy_j + cpu_energy_j),
+            "gpu+cpu",
+        )
     else:
         estimate, measured, scope = cc.gpu_energy_j, gpu_energy_j, "gpu"
     out["codecarbon_rel_error"] = relative_error(estimate, measured)

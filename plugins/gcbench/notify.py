@@ -87,7 +87,9 @@ class RegressionNotifier(BaseNotifier):
             out["regressions"], out["groups"] = result["regressions"], result["groups"]
             out["text"] = f"GC-Bench energy regression: {exc}"
         elif exc is not None:
-            out["text"] = f"GC-Bench: {out['task_id']} of {out['dag_id']} {out['run_id']} failed: {type(exc).__name__}: {exc}"
+            out["text"] = (
+                f"GC-Bench: {out['task_id']} of {out['dag_id']} {out['run_id']} failed: {type(exc).__name__}: {exc}"
+            )
         else:
             out["text"] = f"GC-Bench: {out['task_id']} of {out['dag_id']} {out['run_id']} failed"
         return out
@@ -128,8 +130,9 @@ def post_json(url: str, body: dict[str, Any], timeout_s: float = WEBHOOK_TIMEOUT
     if not url.startswith(("http://", "https://")):
         raise OSError(f"webhook URL must be http(s), got {_redact(url)!r}")
     data = json.dumps(body, default=str).encode()
-    req = urllib.request.Request(url, data=data, method="POST",
-                                 headers={"Content-Type": "application/json", "User-Agent": "gcbench-notify"})
+    req = urllib.request.Request(
+        url, data=data, method="POST", headers={"Content-Type": "application/json", "User-Agent": "gcbench-notify"}
+    )
     with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - scheme checked above
         return resp.status
 

@@ -60,7 +60,7 @@ class RegressionError(GCBenchError):
         result: the full :class:`RegressionResult` (every group, not only the regressions).
     """
 
-    def __init__(self, result: "RegressionResult"):
+    def __init__(self, result: RegressionResult):
         self.result = result
         super().__init__(result.message())
 
@@ -103,12 +103,21 @@ class GroupCheck:
         """One line for logs and notifications."""
         if self.pct_change is None or self.verdict == "not checked":
             return f"{self.variant}: {self.verdict} ({self.note})"
-        ci = (f", 95 % CI [{self.pct_ci_low:+.2f}, {self.pct_ci_high:+.2f}] %"
-              if self.pct_ci_low is not None and self.pct_ci_high is not None else "")
-        p = f", Holm-adjusted Mann-Whitney p = {self.p_mannwhitney_holm:.3g}" if self.p_mannwhitney_holm is not None else ""
-        return (f"{self.variant}: {self.verdict}: {self.metric} {self.median_tonight:.6g} tonight vs "
-                f"{self.median_baseline:.6g} over {self.baseline_nights} nights, {self.pct_change:+.2f} %{ci}{p} "
-                f"(n = {self.n_tonight} vs {self.n_baseline}, threshold {self.threshold_pct:g} %)")
+        ci = (
+            f", 95 % CI [{self.pct_ci_low:+.2f}, {self.pct_ci_high:+.2f}] %"
+            if self.pct_ci_low is not None and self.pct_ci_high is not None
+            else ""
+        )
+        p = (
+            f", Holm-adjusted Mann-Whitney p = {self.p_mannwhitney_holm:.3g}"
+            if self.p_mannwhitney_holm is not None
+            else ""
+        )
+        return (
+            f"{self.variant}: {self.verdict}: {self.metric} {self.median_tonight:.6g} tonight vs "
+            f"{self.median_baseline:.6g} over {self.baseline_nights} nights, {self.pct_change:+.2f} %{ci}{p} "
+            f"(n = {self.n_tonight} vs {self.n_baseline}, threshold {self.threshold_pct:g} %)"
+        )
 
 
 @dataclass
@@ -128,19 +137,26 @@ class RegressionResult:
     def message(self) -> str:
         """A multi-line summary: headline, then one line per group (regressions first)."""
         order = {"regression": 0, "improvement": 1, "unchanged": 2, "not checked": 3}
-        head = (f"{self.dag_id} {self.run_id}: {len(self.regressions)} energy regression(s) in "
-                f"{len(self.groups)} group(s)" if self.regressions else
-                f"{self.dag_id} {self.run_id}: no energy regression in {len(self.groups)} group(s)")
+        head = (
+            f"{self.dag_id} {self.run_id}: {len(self.regressions)} energy regression(s) in {len(self.groups)} group(s)"
+            if self.regressions
+            else f"{self.dag_id} {self.run_id}: no energy regression in {len(self.groups)} group(s)"
+        )
         lines = [g.sentence() for g in sorted(self.groups, key=lambda g: (order.get(g.verdict, 9), g.variant))]
         return "\n".join([head, *("  " + line for line in lines)])
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (XCom, webhook payload)."""
-        return {"dag_id": self.dag_id, "run_id": self.run_id, "logical_date": self.logical_date,
-                "regressions": len(self.regressions), "groups": [asdict(g) for g in self.groups]}
+        return {
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "logical_date": self.logical_date,
+            "regressions": len(self.regressions),
+            "groups": [asdict(g) for g in self.groups],
+        }
 
 
-def check(tonight: "pandas.DataFrame", baseline: "pandas.DataFrame", settings: "RegressionSettings") -> list[GroupCheck]:
+def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: RegressionSettings) -> list[GroupCheck]:
     """Apply the decision rule of the module docstring to every group seen tonight.
 
     Args:
@@ -163,21 +179,37 @@ def check(tonight: "pandas.DataFrame", baseline: "pandas.DataFrame", settings: "
     for variant, now in sorted(tonight.groupby("variant"), key=lambda kv: str(kv[0])):
         kind = str(now["kind"].iloc[0])
         metric = str(now["metric"].iloc[0])
-        past = baseline[(baseline["variant"] == variant) & (baseline["metric"] == metric)] if len(baseline) else baseline
-        nights = sorted(past["night"].unique())[-settings.baseline_runs:] if len(past) else []
+        past = (
+            baseline[(baseline["variant"] == variant) & (baseline["metric"] == metric)] if len(baseline) else baseline
+        )
+        nights = sorted(past["night"].unique())[-settings.baseline_runs :] if len(past) else []
         past = past[past["night"].isin(nights)] if len(past) else past
         now_values = now["value"].to_numpy(dtype=float)
         past_values = past["value"].to_numpy(dtype=float) if len(past) else []
-        group = GroupCheck(str(variant), kind, metric, "not checked", n_tonight=len(now_values),
-                           n_baseline=len(past_values), baseline_nights=len(nights), threshold_pct=threshold_pct)
+        group = GroupCheck(
+            str(variant),
+            kind,
+            metric,
+            "not checked",
+            n_tonight=len(now_values),
+            n_baseline=len(past_values),
+            baseline_nights=len(nights),
+            threshold_pct=threshold_pct,
+        )
         if len(nights) < settings.min_baseline_runs:
             group.note = f"no baseline yet: {len(nights)} earlier night(s), {settings.min_baseline_runs} needed"
         elif len(now_values) < MIN_TONIGHT:
             group.note = f"{len(now_values)} valid trial(s) tonight, {MIN_TONIGHT} needed"
         else:
-            comparison = stats.compare(now_values, past_values, metric=metric, treatment=f"{variant} tonight",
-                                       baseline=f"{variant} baseline", n_resamples=settings.n_resamples,
-                                       alpha=settings.alpha)
+            comparison = stats.compare(
+                now_values,
+                past_values,
+                metric=metric,
+                treatment=f"{variant} tonight",
+                baseline=f"{variant} baseline",
+                n_resamples=settings.n_resamples,
+                alpha=settings.alpha,
+            )
             tested.append((len(checks), comparison))
         checks.append(group)
     adjusted = stats.adjust_holm([c for _, c in tested], alpha=settings.alpha)
@@ -205,7 +237,7 @@ def _primary_metric_json() -> str:
     return json.dumps(PRIMARY_METRIC)
 
 
-def tonight_frame(conn, dag_id: str, run_id: str) -> "pandas.DataFrame":
+def tonight_frame(conn, dag_id: str, run_id: str) -> pandas.DataFrame:
     """Valid trials' primary metric stored under the logical date of ``run_id``.
 
     Columns: :data:`VALUE_COLUMNS`. A trial stored by two runs of the date counts once.
@@ -228,7 +260,7 @@ def tonight_frame(conn, dag_id: str, run_id: str) -> "pandas.DataFrame":
     return pd.DataFrame(rows, columns=list(VALUE_COLUMNS))
 
 
-def baseline_frame(conn, dag_id: str, run_id: str, nights: int) -> "pandas.DataFrame":
+def baseline_frame(conn, dag_id: str, run_id: str, nights: int) -> pandas.DataFrame:
     """Valid trials' primary metric of the last ``nights`` earlier nights of each group.
 
     "Earlier" is by logical date (a run without one: its creation time), strictly

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gcbench import config
@@ -60,19 +60,19 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from gcbench.plan import expand, load_plan
-
     from gcbench.factory.local import die_with_parent
     from gcbench.factory.testrun import EXIT_INTERRUPTED, interrupted_run
+    from gcbench.plan import expand, load_plan
 
     console = Console(soft_wrap=True)  # paths stay whole when the output is piped
     plan = load_plan(plan_file)
     n_trials = len(expand(plan, repetitions=repetitions, only_variants=variants or None))
-    resume = interrupted_run(plan.name, {"runner": runner or plan.runner, "repetitions": repetitions,
-                                         "variants": variants or []})
+    resume = interrupted_run(
+        plan.name, {"runner": runner or plan.runner, "repetitions": repetitions, "variants": variants or []}
+    )
     logs = config.home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_path = logs / f"run-{plan.name}-{stamp}.log"
     status_path = logs / f"run-{plan.name}-{stamp}.json"
     argv = [sys.executable, "-m", "gcbench.factory.testrun", str(Path(plan_file).resolve()), str(status_path)]
@@ -86,10 +86,13 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
         argv += ["--logical-date", resume["logical_date"], "--run-after", resume["run_after"]]
         if isinstance(resume.get("missing"), int) and 0 < resume["missing"] <= n_trials:
             n_trials = resume["missing"]
-        console.print(f"resuming the interrupted run [cyan]{resume['run_id']}[/cyan]: the trials it stored are "
-                      f"not run again")
-    console.print(f"[bold]GC-Bench[/bold] plan [cyan]{plan.name}[/cyan]: {n_trials} trials, runner "
-                  f"{runner or plan.runner}; Airflow log: {log_path}")
+        console.print(
+            f"resuming the interrupted run [cyan]{resume['run_id']}[/cyan]: the trials it stored are not run again"
+        )
+    console.print(
+        f"[bold]GC-Bench[/bold] plan [cyan]{plan.name}[/cyan]: {n_trials} trials, runner "
+        f"{runner or plan.runner}; Airflow log: {log_path}"
+    )
     resume_key = config.run_key(resume["run_id"]) if resume and resume.get("run_id") else None
     since = time.time()
     stopping: list[str] = []
@@ -101,17 +104,32 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
                 proc.send_signal(signal.SIGINT)
             except (ProcessLookupError, NameError):
                 pass
-            console.print("[yellow]stopping: the running trial is stopped and stored, no further trial starts, "
-                          "then a report of what completed is written[/yellow]")
+            console.print(
+                "[yellow]stopping: the running trial is stopped and stored, no further trial starts, "
+                "then a report of what completed is written[/yellow]"
+            )
 
     with open(log_path, "wb") as log:
         # its own session: the terminal's Ctrl-C reaches only this process, which forwards it
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGINT))
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGINT),
+        )
         previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, transient=False) as progress:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+            ) as progress:
                 bar = progress.add_task("trials", total=n_trials)
                 while proc.poll() is None:
                     started, done, failed = _count_results(plan.name, since, resume_key)
@@ -141,11 +159,15 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
         console.print(f"  task {task_id}: {state}")
     counts = status.get("trials") or {}
     if counts and "error" not in counts:
-        console.print(f"trials: {counts['ok']} ran ({counts['valid']} valid, {counts['invalid']} invalid), "
-                      f"{counts['failed']} failed, {counts['skipped']} skipped")
+        console.print(
+            f"trials: {counts['ok']} ran ({counts['valid']} valid, {counts['invalid']} invalid), "
+            f"{counts['failed']} failed, {counts['skipped']} skipped"
+        )
         if counts["failed"]:
-            console.print("[yellow]failed trials keep their error and log tail in the report's "
-                          "'Failed and skipped trials' table[/yellow]")
+            console.print(
+                "[yellow]failed trials keep their error and log tail in the report's "
+                "'Failed and skipped trials' table[/yellow]"
+            )
     if status.get("report"):
         console.print(f"report: {status['report']}")
         console.print(f"         {Path(status['report']).with_name('report.md')}")
@@ -166,8 +188,10 @@ def _print_interrupted(console, status: dict, n_trials: int, log_path: Path) -> 
         console.print(f"report: {status['report']}")
     done, total, missing = info.get("done"), info.get("total"), info.get("missing")
     if isinstance(done, int) and isinstance(total, int) and isinstance(missing, int):
-        console.print(f"interrupted after {done} of {total} trials; run again to do the {missing} missing "
-                      f"{'one' if missing == 1 else 'ones'}")
+        console.print(
+            f"interrupted after {done} of {total} trials; run again to do the {missing} missing "
+            f"{'one' if missing == 1 else 'ones'}"
+        )
     elif isinstance(done, int) and status.get("run_id"):
         console.print(f"interrupted after {done} trials; run again to do the missing ones")
     else:

@@ -145,7 +145,7 @@ class TrialSpec(BaseModel):
         digest = hashlib.sha256((self.plan + "\n" + self.canonical_json()).encode("utf-8"))
         return digest.hexdigest()[:16]
 
-    def with_id(self) -> "TrialSpec":
+    def with_id(self) -> TrialSpec:
         """A copy with ``trial_id`` set to :meth:`compute_id`."""
         return self.model_copy(update={"trial_id": self.compute_id()})
 
@@ -159,7 +159,7 @@ class TrialSpec(BaseModel):
         return self.model_dump_json(indent=2)
 
     @classmethod
-    def from_file(cls, path) -> "TrialSpec":
+    def from_file(cls, path) -> TrialSpec:
         """Load a SPEC.json file; raises pydantic.ValidationError on a bad file."""
         with open(path, encoding="utf-8") as f:
             return cls.model_validate_json(f.read())

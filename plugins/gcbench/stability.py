@@ -31,8 +31,9 @@ Rules (validation side, docs/measurement.md):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 MAX_POINTS = 4096
 """Points kept per window (each [t_s, steps]; ~100 kB of result.json at most)."""
@@ -94,8 +95,11 @@ class Progress:
     def to_dict(self) -> dict[str, Any]:
         """``{"points": [[t_s, steps], ...], "steps": n, "min_dt_s": s}`` (t rounded to 1 us)."""
         self.close()
-        return {"points": [[round(t, 6), int(n)] for t, n in self.points], "steps": self.steps,
-                "min_dt_s": self.min_dt_s}
+        return {
+            "points": [[round(t, 6), int(n)] for t, n in self.points],
+            "steps": self.steps,
+            "min_dt_s": self.min_dt_s,
+        }
 
 
 SEGMENT_MIN_S = 0.5
@@ -237,15 +241,20 @@ def window_finding(stab: dict | None, settings) -> tuple[str, str | None]:
     ratio, lost = stab.get("stall_ratio"), stab.get("stall_rel")
     invalid, flags = [], []
     if drift is not None:
-        what = (f"the window's second half ran at {halves:.2f}x the first half's throughput"
-                if halves is not None else f"its halves differ {drift:.2f}x in throughput")
+        what = (
+            f"the window's second half ran at {halves:.2f}x the first half's throughput"
+            if halves is not None
+            else f"its halves differ {drift:.2f}x in throughput"
+        )
         if drift > settings.stability_drift_invalid_ratio:
             invalid.append(f"{what} (invalid beyond {settings.stability_drift_invalid_ratio:g}x)")
         elif drift > settings.stability_drift_flag_ratio:
             flags.append(f"{what} (flag beyond {settings.stability_drift_flag_ratio:g}x)")
     if ratio is not None and lost is not None:
-        what = (f"its slowest {1 / max(stab.get('segments') or 2, 1):.0%} of the window ran {ratio:.1f}x slower "
-                f"than its typical throughput, {lost * 100:.0f} % of the window lost")
+        what = (
+            f"its slowest {1 / max(stab.get('segments') or 2, 1):.0%} of the window ran {ratio:.1f}x slower "
+            f"than its typical throughput, {lost * 100:.0f} % of the window lost"
+        )
         if lost > settings.stability_stall_invalid_rel:
             invalid.append(f"{what} (invalid above {settings.stability_stall_invalid_rel * 100:g} % lost)")
         elif ratio > settings.stability_stall_flag_ratio:

@@ -48,8 +48,9 @@ import hashlib
 import inspect
 import math
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats as _sps
@@ -201,30 +202,45 @@ def summarize(
     x, n_excluded = clean(values)
     n = int(x.size)
     seed = stable_seed(group, metric) if seed is None else seed
-    base: dict[str, Any] = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
-                confidence=confidence, n_resamples=n_resamples)
+    base: dict[str, Any] = dict(
+        group=group, metric=metric, n=n, n_excluded=n_excluded, confidence=confidence, n_resamples=n_resamples
+    )
     if n == 0:
-        return GroupSummary(**base, median=None, mean=None, std=None, cv=None, ci_low=None,
-                            ci_high=None, ci_method=None, ci_reason="no valid values")
+        return GroupSummary(
+            **base,
+            median=None,
+            mean=None,
+            std=None,
+            cv=None,
+            ci_low=None,
+            ci_high=None,
+            ci_method=None,
+            ci_reason="no valid values",
+        )
     median = float(np.median(x))
     mean = float(np.mean(x))
     std = float(np.std(x, ddof=1)) if n >= 2 else None
     cv = std / abs(mean) if std is not None and mean != 0 else None
     figures: dict[str, Any] = dict(median=median, mean=mean, std=std, cv=cv)
     if n_resamples <= 0:
-        return GroupSummary(**base, **figures, ci_low=None, ci_high=None, ci_method=None,
-                            ci_reason="not requested")
+        return GroupSummary(**base, **figures, ci_low=None, ci_high=None, ci_method=None, ci_reason="not requested")
     if n < min_n_ci:
-        return GroupSummary(**base, **figures, ci_low=None, ci_high=None, ci_method=None,
-                            ci_reason=f"n={n}: at least {min_n_ci} values needed for a bootstrap CI")
+        return GroupSummary(
+            **base,
+            **figures,
+            ci_low=None,
+            ci_high=None,
+            ci_method=None,
+            ci_reason=f"n={n}: at least {min_n_ci} values needed for a bootstrap CI",
+        )
     if np.ptp(x) == 0:
-        return GroupSummary(**base, **figures, ci_low=median, ci_high=median, ci_method="exact",
-                            ci_reason="all values identical")
+        return GroupSummary(
+            **base, **figures, ci_low=median, ci_high=median, ci_method="exact", ci_reason="all values identical"
+        )
     low, high, method, reason = _bootstrap_ci(
         (x,), _median_last, confidence=confidence, n_resamples=n_resamples, seed=seed
     )
-    return GroupSummary(**base, **figures, ci_low=low, ci_high=high, ci_method=method,
-                        ci_reason=reason)
+    return GroupSummary(**base, **figures, ci_low=low, ci_high=high, ci_method=method, ci_reason=reason)
 
 
 # --------------------------------------------------------------------------- pooled ratio
@@ -305,36 +321,54 @@ def summarize_ratio(
     num, den, n_excluded = num[keep], den[keep], int(keep.size - keep.sum())
     n = int(num.size)
     seed = stable_seed(group, metric, "pooled") if seed is None else seed
-    base: dict[str, Any] = dict(group=group, metric=metric, n=n, n_excluded=n_excluded,
-                confidence=confidence, n_resamples=n_resamples)
+    base: dict[str, Any] = dict(
+        group=group, metric=metric, n=n, n_excluded=n_excluded, confidence=confidence, n_resamples=n_resamples
+    )
     if n == 0:
-        return RatioSummary(**base, pooled=None, ci_low=None, ci_high=None, ci_method=None,
-                            ci_reason="no valid values")
+        return RatioSummary(**base, pooled=None, ci_low=None, ci_high=None, ci_method=None, ci_reason="no valid values")
     pooled = float(num.sum() / den.sum())
     if n_resamples <= 0:
-        return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
-                            ci_reason="not requested")
+        return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None, ci_reason="not requested")
     if n < min_n_ci:
-        return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
-                            ci_reason=f"n={n}: at least {min_n_ci} values needed for a bootstrap CI")
+        return RatioSummary(
+            **base,
+            pooled=pooled,
+            ci_low=None,
+            ci_high=None,
+            ci_method=None,
+            ci_reason=f"n={n}: at least {min_n_ci} values needed for a bootstrap CI",
+        )
     ratios = num / den
     if np.ptp(ratios) == 0:
-        return RatioSummary(**base, pooled=pooled, ci_low=pooled, ci_high=pooled,
-                            ci_method="exact", ci_reason="all ratios identical")
+        return RatioSummary(
+            **base, pooled=pooled, ci_low=pooled, ci_high=pooled, ci_method="exact", ci_reason="all ratios identical"
+        )
     reason = None
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = _sps.bootstrap((num, den), _pooled_last, n_resamples=n_resamples,
-                                 confidence_level=confidence, method=method, vectorized=True,
-                                 paired=True, **{_RNG_KW: np.random.default_rng(seed)})
+            res = _sps.bootstrap(
+                (num, den),
+                _pooled_last,
+                n_resamples=n_resamples,
+                confidence_level=confidence,
+                method=method,
+                vectorized=True,
+                paired=True,
+                **{_RNG_KW: np.random.default_rng(seed)},
+            )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
-            return RatioSummary(**base, pooled=pooled, ci_low=low, ci_high=high,
-                                ci_method=method, ci_reason=reason)
+            return RatioSummary(**base, pooled=pooled, ci_low=low, ci_high=high, ci_method=method, ci_reason=reason)
         reason = "BCa undefined (degenerate jackknife, many ties); percentile interval"
-    return RatioSummary(**base, pooled=pooled, ci_low=None, ci_high=None, ci_method=None,
-                        ci_reason="bootstrap distribution degenerate; no interval")
+    return RatioSummary(
+        **base,
+        pooled=pooled,
+        ci_low=None,
+        ci_high=None,
+        ci_method=None,
+        ci_reason="bootstrap distribution degenerate; no interval",
+    )
 
 
 # --------------------------------------------------------------------------- effect sizes
@@ -524,8 +558,11 @@ def compare(
         method, ci_reason = "exact", "all values identical in both groups"
     else:
         lo, hi, method, ci_reason = _bootstrap_ci(
-            (t, b), _pct_change_of_medians, confidence=confidence,
-            n_resamples=n_resamples, seed=seed,
+            (t, b),
+            _pct_change_of_medians,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
         )
 
     p_mw = p_w = cd = hl = None
@@ -538,9 +575,7 @@ def compare(
                 p_mw = 1.0  # identical samples: no evidence of any difference
                 notes.append("all values identical")
             else:
-                p_mw = _finite_or_none(
-                    _sps.mannwhitneyu(t, b, alternative="two-sided").pvalue
-                )
+                p_mw = _finite_or_none(_sps.mannwhitneyu(t, b, alternative="two-sided").pvalue)
             p_w = _finite_or_none(_sps.ttest_ind(t, b, equal_var=False).pvalue)
         if p_w is None:
             notes.append("Welch's t undefined (zero variance in both groups)")
@@ -548,12 +583,26 @@ def compare(
         cd = cliffs_delta(t, b)
         hl = hodges_lehmann(t, b)
     return Comparison(
-        metric=metric, treatment=treatment, baseline=baseline, factor=factor,
-        n_treatment=int(t.size), n_baseline=int(b.size), n_excluded=ex_t + ex_b,
-        median_treatment=med_t, median_baseline=med_b, pct_change=pct,
-        pct_ci_low=lo, pct_ci_high=hi, ci_method=method, ci_reason=ci_reason,
-        p_mannwhitney=p_mw, p_welch=p_w, cliffs_delta=cd, hodges_lehmann=hl,
-        alpha=alpha, note="; ".join(notes) or None,
+        metric=metric,
+        treatment=treatment,
+        baseline=baseline,
+        factor=factor,
+        n_treatment=int(t.size),
+        n_baseline=int(b.size),
+        n_excluded=ex_t + ex_b,
+        median_treatment=med_t,
+        median_baseline=med_b,
+        pct_change=pct,
+        pct_ci_low=lo,
+        pct_ci_high=hi,
+        ci_method=method,
+        ci_reason=ci_reason,
+        p_mannwhitney=p_mw,
+        p_welch=p_w,
+        cliffs_delta=cd,
+        hodges_lehmann=hl,
+        alpha=alpha,
+        note="; ".join(notes) or None,
     )
 
 
@@ -570,6 +619,9 @@ def adjust_holm(comparisons: Sequence[Comparison], alpha: float | None = None) -
     out = []
     for c, pm, pw in zip(comparisons, adj_mw, adj_w, strict=True):
         a = c.alpha if alpha is None else alpha
-        out.append(replace(c, p_mannwhitney_holm=pm, p_welch_holm=pw, alpha=a,
-                           significant=None if pm is None else bool(pm < a)))
+        out.append(
+            replace(
+                c, p_mannwhitney_holm=pm, p_welch_holm=pw, alpha=a, significant=None if pm is None else bool(pm < a)
+            )
+        )
     return out

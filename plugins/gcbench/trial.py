@@ -24,10 +24,11 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import SkipTrial, TrialError
 from gcbench.spec import TrialSpec
@@ -44,7 +45,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
 
 def utcnow() -> str:
     """Current UTC time, ISO 8601."""
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 MIN_FREE_BYTES = 16 << 20
@@ -80,8 +81,11 @@ def check_writable(outdir: Path, min_free_bytes: int = MIN_FREE_BYTES) -> None:
         raise TrialError(None, f"output folder {outdir} is not writable: {exc.strerror or exc}") from None
     free = st.f_bavail * st.f_frsize
     if free < min_free_bytes:
-        raise TrialError(None, f"output folder {outdir} has only {free} bytes free "
-                               f"(at least {min_free_bytes} needed for samples and results)")
+        raise TrialError(
+            None,
+            f"output folder {outdir} has only {free} bytes free "
+            f"(at least {min_free_bytes} needed for samples and results)",
+        )
 
 
 class _Log:
@@ -239,9 +243,14 @@ def stability_metrics(stability: dict[str, Any]) -> dict[str, Any]:
     main = stability.get("main")
     if not main:
         return {}
-    return {"window_steps": main["steps"], "window_steps_per_s": main["steps_per_s"],
-            "stability_halves_ratio": main["halves_ratio"], "stability_stall_ratio": main["stall_ratio"],
-            "stability_stall_rel": main["stall_rel"], "stability_step_time_cv": main["step_time_cv"]}
+    return {
+        "window_steps": main["steps"],
+        "window_steps_per_s": main["steps_per_s"],
+        "stability_halves_ratio": main["halves_ratio"],
+        "stability_stall_ratio": main["stall_ratio"],
+        "stability_stall_rel": main["stall_rel"],
+        "stability_step_time_cv": main["step_time_cv"],
+    }
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -293,8 +302,10 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
         ctx = Context(spec, outdir, meter, log)
-        log(f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"
-            + (" (torch imported)" if "torch" in sys.modules else ""))
+        log(
+            f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"
+            + (" (torch imported)" if "torch" in sys.modules else "")
+        )
         with warmup_log() as warmups:
             counts = workloads.load(spec.kind).run(spec, ctx) or {}
         for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
@@ -336,9 +347,11 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             result["warmup"] = warmups
             for w in warmups:
                 cv = "unknown" if w["cv"] is None else f"{w['cv']:.3f}"
-                log(f"warm-up {'settled' if w['settled'] else 'CAPPED at ' + format(w['max_seconds'], 'g') + ' s'} "
+                log(
+                    f"warm-up {'settled' if w['settled'] else 'CAPPED at ' + format(w['max_seconds'], 'g') + ' s'} "
                     f"after {w['steps']} steps, {w['seconds']:.2f} s (CV of the last {w['judged_steps']} step times "
-                    f"{cv}, limit {w['cv_max']:g})")
+                    f"{cv}, limit {w['cv_max']:g})"
+                )
         result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
         if status == EXIT_OK:
             result["metrics"].update(stability_metrics(result["stability"]))
@@ -373,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read trial spec {argv[0]}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if spec.trial_id and spec.trial_id != spec.compute_id():
-        print(f"error: {argv[0]}: trial_id {spec.trial_id} does not match its spec ({spec.compute_id()})", file=sys.stderr)
+        print(
+            f"error: {argv[0]}: trial_id {spec.trial_id} does not match its spec ({spec.compute_id()})", file=sys.stderr
+        )
         return EXIT_USAGE
     spec = spec.with_id()
     try:

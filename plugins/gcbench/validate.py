@@ -46,6 +46,7 @@ THROTTLE_BITS = {
 }
 """NVML clocks-event reasons that mean the GPU slowed down (nvmlClocksEventReason*, nvml.h)."""
 
+
 @dataclass
 class Verdict:
     """Outcome of the rules for one trial: valid or not, reasons (invalidating) and flags."""
@@ -72,8 +73,9 @@ def max_power_limit_w(environment: dict[str, Any], device: str) -> float | None:
     return None
 
 
-def check_trial(result: dict[str, Any] | None, status: str, samples, settings: ValidationSettings,
-                error: str | None = None) -> Verdict:
+def check_trial(
+    result: dict[str, Any] | None, status: str, samples, settings: ValidationSettings, error: str | None = None
+) -> Verdict:
     """Apply the per-trial rules.
 
     Args:
@@ -90,7 +92,13 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
     flags: list[str] = []
     if status != "ok" or result is None:
         code = (result or {}).get("exit_code")
-        what = "skipped" if status == "skipped" else f"trial failed (exit status {code})" if code is not None else "trial failed"
+        what = (
+            "skipped"
+            if status == "skipped"
+            else f"trial failed (exit status {code})"
+            if code is not None
+            else "trial failed"
+        )
         reasons.append(f"{what}: {error}" if error else what)
         return Verdict(False, reasons, flags)
     main = (result.get("energy") or {}).get("main") or {}
@@ -102,10 +110,14 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
     period_s = _update_period(main)
     min_s = settings.min_window_periods * period_s
     if duration_s < min_s:
-        reasons.append(f"window too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
-                       f"update periods of {period_s:.3f} s ({min_s:.3f} s)")
+        reasons.append(
+            f"window too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
+            f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
+        )
     if main.get("gpu_energy_j") is None:
-        reasons.append("GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", [])))
+        reasons.append(
+            "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
+        )
     for flag in main.get("flags") or []:
         if flag == "counter_decreased":
             reasons.append("energy counter decreased inside the window")
@@ -140,14 +152,23 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
         else:
             import numpy as np
 
-            gaps = np.diff(np.concatenate(([max(start_s, inside[0])], inside[(inside > start_s) & (inside < end_s)],
-                                           [min(end_s, inside[-1])])))
+            gaps = np.diff(
+                np.concatenate(
+                    ([max(start_s, inside[0])], inside[(inside > start_s) & (inside < end_s)], [min(end_s, inside[-1])])
+                )
+            )
             if len(gaps) and gaps.max() > max_gap_s:
-                reasons.append(f"{device}: gap of {gaps.max():.3f} s between samples in the window "
-                               f"(limit {settings.max_gap_periods:g} periods = {max_gap_s:.3f} s)")
+                reasons.append(
+                    f"{device}: gap of {gaps.max():.3f} s between samples in the window "
+                    f"(limit {settings.max_gap_periods:g} periods = {max_gap_s:.3f} s)"
+                )
         win = dev_samples[(dev_samples["t_s"] >= start_s) & (dev_samples["t_s"] <= end_s)]
         counter = win["energy_j"].dropna().astype(float).to_numpy()
-        if len(counter) > 1 and (counter[1:] < counter[:-1]).any() and "energy counter decreased inside the window" not in reasons:
+        if (
+            len(counter) > 1
+            and (counter[1:] < counter[:-1]).any()
+            and "energy counter decreased inside the window" not in reasons
+        ):
             reasons.append(f"{device}: energy counter decreased inside the window")
         limit_w = max_power_limit_w(env, str(device))
         power = win["power_instant_w"].dropna().astype(float)
@@ -166,8 +187,9 @@ def check_trial(result: dict[str, Any] | None, status: str, samples, settings: V
     return Verdict(not reasons, reasons, flags)
 
 
-def stability_finding(result: dict[str, Any], start_s: float, end_s: float,
-                      settings: ValidationSettings) -> tuple[str, str | None]:
+def stability_finding(
+    result: dict[str, Any], start_s: float, end_s: float, settings: ValidationSettings
+) -> tuple[str, str | None]:
     """The throughput-stability rule on the main window (:mod:`gcbench.stability`).
 
     Recomputed from the progress points in result.json with the plan's
@@ -195,8 +217,10 @@ def twin_finding(values: list[float | None], settings: ValidationSettings) -> st
     if ratio is None or ratio <= settings.twin_max_ratio:
         return None
     a, b = values
-    return (f"{TWIN_FLAG}: the two valid repetitions ran at {a:.4g} and {b:.4g} steps/s ({ratio:.1f}x apart, "
-            f"limit {settings.twin_max_ratio:g}x); the group is inconclusive")
+    return (
+        f"{TWIN_FLAG}: the two valid repetitions ran at {a:.4g} and {b:.4g} steps/s ({ratio:.1f}x apart, "
+        f"limit {settings.twin_max_ratio:g}x); the group is inconclusive"
+    )
 
 
 def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tuple[str, str | None]:
@@ -220,8 +244,10 @@ def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tu
     rel = dev.get("cross_check_rel")
     if dev.get("cross_check_method") is None:
         if rel is not None and abs(rel) > settings.cross_check_invalid_rel:
-            return "invalid", (f"{device}: counter and integrated power disagree by {rel * 100:+.2f} % "
-                               f"(limit {settings.cross_check_invalid_rel * 100:g} %)")
+            return "invalid", (
+                f"{device}: counter and integrated power disagree by {rel * 100:+.2f} % "
+                f"(limit {settings.cross_check_invalid_rel * 100:g} %)"
+            )
         return "ok", None
     if rel is None:
         why = dev.get("cross_check_reason") or "no reference"
@@ -232,13 +258,18 @@ def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tu
     excess = max(0.0, abs(rel) - allowance)
     if excess <= settings.cross_check_flag_rel:
         return "ok", None
-    tier, limit = (("invalid", settings.cross_check_invalid_rel) if excess > settings.cross_check_invalid_rel
-                   else ("flag", settings.cross_check_flag_rel))
+    tier, limit = (
+        ("invalid", settings.cross_check_invalid_rel)
+        if excess > settings.cross_check_invalid_rel
+        else ("flag", settings.cross_check_flag_rel)
+    )
     energy, ref = dev.get("energy_j"), dev.get("cross_check_j")
     both = f" ({energy:.1f} J against {ref:.1f} J)" if energy is not None and ref is not None else ""
-    return tier, (f"{device}: energy counter and 1-s average power differ by {rel * 100:+.2f} %{both}, "
-                  f"{excess * 100:.2f} % beyond the {allowance * 100:.2f} % allowed for power steps at the "
-                  f"window edges ({tier} above {limit * 100:g} %)")
+    return tier, (
+        f"{device}: energy counter and 1-s average power differ by {rel * 100:+.2f} %{both}, "
+        f"{excess * 100:.2f} % beyond the {allowance * 100:.2f} % allowed for power steps at the "
+        f"window edges ({tier} above {limit * 100:g} %)"
+    )
 
 
 def outliers(values, k: float) -> list[bool]:
@@ -296,7 +327,9 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
             mask = outliers(valid_rows[metric].to_numpy(), settings.outlier_mad_k)
             for pk, is_out in zip(valid_rows["trial_pk"], mask, strict=True):
                 if is_out:
-                    verdicts[pk].flags.append(f"outlier: {metric} more than {settings.outlier_mad_k:g} scaled MADs from the group median")
+                    verdicts[pk].flags.append(
+                        f"outlier: {metric} more than {settings.outlier_mad_k:g} scaled MADs from the group median"
+                    )
         if "window_steps_per_s" in valid_rows:
             twin = twin_finding([None if v != v else float(v) for v in valid_rows["window_steps_per_s"]], settings)
             if twin:

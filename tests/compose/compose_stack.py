@@ -41,26 +41,50 @@ class Stack:
         self._token: str | None = None
 
     # ------------------------------------------------------------------ compose
-    def compose(self, *args: str, project: str | None = None, files: list[str] | None = None,
-                extra_env: dict[str, str] | None = None, timeout: float = 900,
-                check: bool = True) -> subprocess.CompletedProcess:
+    def compose(
+        self,
+        *args: str,
+        project: str | None = None,
+        files: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
+        timeout: float = 900,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
         """``docker compose --project-directory REPO --env-file ENV -p PROJECT ARGS``."""
-        argv = [*self.compose_cmd, "--project-directory", str(REPO), "--env-file", str(self.env_file),
-                "-p", project or self.project]
+        argv = [
+            *self.compose_cmd,
+            "--project-directory",
+            str(REPO),
+            "--env-file",
+            str(self.env_file),
+            "-p",
+            project or self.project,
+        ]
         for f in files or []:
             argv += ["-f", f]
         env = {**os.environ, **self.shell_env, **(extra_env or {})}
         proc = subprocess.run([*argv, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise AssertionError(f"docker compose {' '.join(args)} exited {proc.returncode}:\n"
-                                 f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            raise AssertionError(
+                f"docker compose {' '.join(args)} exited {proc.returncode}:\n"
+                f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            )
         return proc
 
     def up(self, *args: str, timeout: float = 900) -> float:
         """``up -d --wait``: every service started and its health check green. Returns seconds."""
         started = time.monotonic()
-        proc = self.compose(*args, "up", "-d", "--wait", "--wait-timeout", str(int(timeout)), "--no-build",
-                            timeout=timeout + 60, check=False)
+        proc = self.compose(
+            *args,
+            "up",
+            "-d",
+            "--wait",
+            "--wait-timeout",
+            str(int(timeout)),
+            "--no-build",
+            timeout=timeout + 60,
+            check=False,
+        )
         if proc.returncode != 0:
             ps = self.compose(*args, "ps", "-a", check=False).stdout
             logs = self.compose(*args, "logs", "--tail", "40", check=False).stdout
@@ -79,9 +103,25 @@ class Stack:
 
     def psql(self, sql: str) -> list[list[str]]:
         """Rows of ``psql`` run in the postgres container as the results role (unaligned, tab-separated)."""
-        proc = self.compose("exec", "-T", "postgres", "psql", "-X", "-v", "ON_ERROR_STOP=1", "-U",
-                            self.env.get("GCBENCH_DB_USER", "gcbench"), "-d", self.env.get("GCBENCH_DB_NAME", "gcbench"),
-                            "-At", "-F", "\t", "-c", sql, timeout=120)
+        proc = self.compose(
+            "exec",
+            "-T",
+            "postgres",
+            "psql",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-U",
+            self.env.get("GCBENCH_DB_USER", "gcbench"),
+            "-d",
+            self.env.get("GCBENCH_DB_NAME", "gcbench"),
+            "-At",
+            "-F",
+            "\t",
+            "-c",
+            sql,
+            timeout=120,
+        )
         return [line.split("\t") for line in proc.stdout.splitlines() if line]
 
     # ------------------------------------------------------------------ REST API
@@ -94,16 +134,25 @@ class Stack:
             self._token = data["access_token"]
         return self._token
 
-    def request(self, method: str, path: str, body: dict | None = None, *, auth: bool = True,
-                headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, object]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        *,
+        auth: bool = True,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, object]:
         """(status, JSON or text) of one request; connection errors raise."""
         hdrs = {"Accept": "application/json", **(headers or {})}
         if body is not None:
             hdrs["Content-Type"] = "application/json"
         if auth:
             hdrs["Authorization"] = f"Bearer {self.token()}"
-        req = urllib.request.Request(self.url + path, method=method, headers=hdrs,
-                                     data=json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(
+            self.url + path, method=method, headers=hdrs, data=json.dumps(body).encode() if body is not None else None
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 status, raw = r.status, r.read()
@@ -151,9 +200,11 @@ class Stack:
 
     def wait_dag(self, dag_id: str, timeout_s: float = 300) -> dict:
         """The DAG once the dag-processor has parsed it."""
+
         def parsed():
             status, data = self.request("GET", f"/api/v2/dags/{dag_id}")
             return data if status == 200 else None
+
         return self.wait_for(parsed, timeout_s, f"DAG {dag_id} to be parsed")
 
     def unpause(self, dag_id: str, paused: bool = False) -> None:
@@ -171,22 +222,32 @@ class Stack:
 
     def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> dict:
         """The DAG run once it has ended (success or failed)."""
-        return self.wait_for(lambda: (r := self.run(dag_id, run_id))["state"] in TERMINAL and r, timeout_s,
-                             f"{dag_id} run {run_id} to end", every_s=3)
+        return self.wait_for(
+            lambda: (r := self.run(dag_id, run_id))["state"] in TERMINAL and r,
+            timeout_s,
+            f"{dag_id} run {run_id} to end",
+            every_s=3,
+        )
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        data = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances"
-                               "?limit=500")
+        data = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances?limit=500")
         return data["task_instances"]
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
         """The task instance's log as text (the API's structured lines joined)."""
-        data = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/"
-                               f"{task_id}/logs/{try_number}?map_index={map_index}&full_content=true")
+        data = self.api(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/"
+            f"{task_id}/logs/{try_number}?map_index={map_index}&full_content=true",
+        )
         content = data.get("content", data) if isinstance(data, dict) else data
         if isinstance(content, list):
-            return "\n".join(c.get("event", "") + " " + json.dumps({k: v for k, v in c.items() if k != "event"})
-                             if isinstance(c, dict) else str(c) for c in content)
+            return "\n".join(
+                c.get("event", "") + " " + json.dumps({k: v for k, v in c.items() if k != "event"})
+                if isinstance(c, dict)
+                else str(c)
+                for c in content
+            )
         return str(content)
 
 
@@ -202,9 +263,23 @@ class EngineEvents:
         import threading
 
         self.events: list[dict] = []
-        self.proc = subprocess.Popen(["docker", "events", "--filter", "type=container", "--filter", "event=start",
-                                      "--filter", "label=gcbench.trial_id", "--format", "{{json .}}"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            [
+                "docker",
+                "events",
+                "--filter",
+                "type=container",
+                "--filter",
+                "event=start",
+                "--filter",
+                "label=gcbench.trial_id",
+                "--format",
+                "{{json .}}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -214,8 +289,11 @@ class EngineEvents:
                 self.events.append(json.loads(line))
 
     def started(self, plan: str) -> set[str]:
-        return {e["Actor"]["Attributes"]["gcbench.trial_id"] for e in list(self.events)
-                if e["Actor"]["Attributes"].get("gcbench.plan") == plan}
+        return {
+            e["Actor"]["Attributes"]["gcbench.trial_id"]
+            for e in list(self.events)
+            if e["Actor"]["Attributes"].get("gcbench.plan") == plan
+        }
 
     def close(self) -> None:
         self.proc.terminate()

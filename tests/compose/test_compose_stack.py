@@ -36,7 +36,6 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-
 from compose_stack import REPO, EngineEvents, Stack
 
 pytestmark = pytest.mark.compose
@@ -47,8 +46,14 @@ NIGHTLY = "gcbench__compose-nightly"
 RESTART = "gcbench__compose-restart"
 HOSTS = "gcbench__compose-hosts"
 PLANS = Path(__file__).parent / "plans"
-SERVICES = {"postgres", "airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
-            "airflow-triggerer"}
+SERVICES = {
+    "postgres",
+    "airflow-init",
+    "airflow-api-server",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+}
 TIMINGS: dict[str, float] = {}
 
 
@@ -76,7 +81,8 @@ def _stored(stack: Stack, dag_id: str, run_id: str) -> list[list[str]]:
         "SELECT t.trial_id, t.status, coalesce(t.exit_code::text, ''), t.samples_count, "
         "(SELECT count(*) FROM gcbench.samples s WHERE s.trial_pk = t.id), coalesce(t.error, '') "
         "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id "
-        f"WHERE r.dag_id = '{dag_id}' AND r.run_id = '{run_id}' ORDER BY t.trial_id")
+        f"WHERE r.dag_id = '{dag_id}' AND r.run_id = '{run_id}' ORDER BY t.trial_id"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,8 @@ def test_every_service_is_up_with_a_green_health_check(stack):
         assert c["State"] == "running" and c["Health"] == "healthy", (name, c["State"], c["Health"])
     images = {c["Service"]: c["Image"] for c in stack.ps()}
     assert images["postgres"].startswith("gcbench/postgres:") and images["airflow-scheduler"].startswith(
-        "gcbench/airflow:"), images  # the images built without Docker Hub
+        "gcbench/airflow:"
+    ), images  # the images built without Docker Hub
     pools = {p["name"]: p["slots"] for p in stack.api("GET", "/pools")["pools"]}
     assert {"gcbench_gpu0": 1, "gcbench_gpu1": 1, "gcbench_gpu2": 1}.items() <= pools.items()
     assert {"gcbench_hosta_gpu0": 1, "gcbench_hostb_gpu0": 1}.items() <= pools.items()  # from the plans
@@ -145,8 +152,9 @@ def test_a_trial_that_kills_itself_turns_its_run_red_with_the_reason(stack, star
     assert sorted(r[1] for r in stored.values()) == ["failed", "ok"]
     check = _ti(tis, "check_trials")
     log = stack.task_log(KILL, runs["kill"], "check_trials", check["try_number"])
-    assert (f"1 trial(s) failed: {killed.trial_id} (killed #0): trial process ended without a result "
-            "(exit status 137)") in log, log[-3000:]
+    assert (
+        f"1 trial(s) failed: {killed.trial_id} (killed #0): trial process ended without a result (exit status 137)"
+    ) in log, log[-3000:]
 
 
 def test_a_scheduled_plan_fires_on_its_own_and_runs_its_regression_check(stack, started):
@@ -158,8 +166,7 @@ def test_a_scheduled_plan_fires_on_its_own_and_runs_its_regression_check(stack, 
     run = stack.wait_for(scheduled_run, 600, "a scheduled run of the every-minute plan")
     TIMINGS["first scheduled run of the every-minute plan, from its unpause"] = time.monotonic() - stack.triggered_at
     tis = stack.task_instances(NIGHTLY, run["dag_run_id"])
-    assert run["run_type"] == "scheduled" and run["state"] == "success", \
-        [(t["task_id"], t["state"]) for t in tis]
+    assert run["run_type"] == "scheduled" and run["state"] == "success", [(t["task_id"], t["state"]) for t in tis]
     check = _ti(tis, "regression_check")
     assert check["state"] == "success"
     log = stack.task_log(NIGHTLY, run["dag_run_id"], "regression_check", check["try_number"])
@@ -169,9 +176,22 @@ def test_a_scheduled_plan_fires_on_its_own_and_runs_its_regression_check(stack, 
 
 def test_airflow_backfill_create_in_the_scheduler_container_backfills_two_dates(stack, started):
     t0 = time.monotonic()
-    proc = stack.compose("exec", "-T", "airflow-scheduler", "airflow", "backfill", "create", "--dag-id", NIGHTLY,
-                         "--from-date", "2026-06-01T00:00:00+00:00", "--to-date", "2026-06-01T00:01:00+00:00",
-                         "--run-on-latest-version", timeout=300)
+    proc = stack.compose(
+        "exec",
+        "-T",
+        "airflow-scheduler",
+        "airflow",
+        "backfill",
+        "create",
+        "--dag-id",
+        NIGHTLY,
+        "--from-date",
+        "2026-06-01T00:00:00+00:00",
+        "--to-date",
+        "2026-06-01T00:01:00+00:00",
+        "--run-on-latest-version",
+        timeout=300,
+    )
     assert proc.returncode == 0
 
     def backfill_runs():
@@ -184,17 +204,20 @@ def test_airflow_backfill_create_in_the_scheduler_container_backfills_two_dates(
     assert len(runs) == 2 and {r["state"] for r in runs} == {"success"}, runs
     dates = sorted(datetime.fromisoformat(r["logical_date"].replace("Z", "+00:00")) for r in runs)
     assert dates[0] != dates[1] and all(d.strftime("%Y-%m-%d %H") == "2026-06-01 00" for d in dates)
-    stored = stack.psql("SELECT r.logical_date, count(t.*) FROM gcbench.dag_runs r JOIN gcbench.trials t "
-                        f"ON t.dag_run_id = r.id WHERE r.dag_id = '{NIGHTLY}' AND r.run_id LIKE 'backfill__%' "
-                        "GROUP BY 1 ORDER BY 1")
+    stored = stack.psql(
+        "SELECT r.logical_date, count(t.*) FROM gcbench.dag_runs r JOIN gcbench.trials t "
+        f"ON t.dag_run_id = r.id WHERE r.dag_id = '{NIGHTLY}' AND r.run_id LIKE 'backfill__%' "
+        "GROUP BY 1 ORDER BY 1"
+    )
     assert [int(n) for _, n in stored] == [1, 1], stored  # one trial stored for each backfilled date
 
 
 def test_smoke_run_triggered_over_the_api_runs_every_trial_as_a_sibling_container(stack, started):
     runs, events = started
     run = stack.wait_run(SMOKE, runs["smoke"], timeout_s=1200)
-    TIMINGS["smoke run from its trigger (8 trials; tokenizers built unless cached)"] = \
+    TIMINGS["smoke run from its trigger (8 trials; tokenizers built unless cached)"] = (
         time.monotonic() - stack.triggered_at
+    )
     tis = stack.task_instances(SMOKE, runs["smoke"])
     assert run["state"] == "success", [(t["task_id"], t["map_index"], t["state"]) for t in tis]
     assert run["conf"] == {"repetitions": 1}
@@ -207,9 +230,11 @@ def test_smoke_run_triggered_over_the_api_runs_every_trial_as_a_sibling_containe
     assert sorted(r[0] for r in stored) == sorted(s.trial_id for s in expected)
     assert {(r[1], r[2]) for r in stored} == {("ok", "0")}
     assert all(int(r[3]) > 0 and r[3] == r[4] for r in stored), stored
-    in_container = stack.psql("SELECT DISTINCT (result->'environment'->>'in_container') FROM gcbench.trials t "
-                              "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id "
-                              f"WHERE r.run_id = '{runs['smoke']}'")
+    in_container = stack.psql(
+        "SELECT DISTINCT (result->'environment'->>'in_container') FROM gcbench.trials t "
+        "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id "
+        f"WHERE r.run_id = '{runs['smoke']}'"
+    )
     assert in_container == [["true"]]
     # the host's engine started one trial container per trial: siblings of the Airflow containers
     assert events.started("smoke") == {s.trial_id for s in expected}
@@ -232,8 +257,14 @@ def test_report_page_answers_under_gcbench(stack, started):
 def test_restarting_postgres_during_a_run_loses_nothing_and_stores_nothing_twice(stack):
     run_id = stack.trigger(RESTART, {})
     t0 = time.monotonic()
-    stack.wait_for(lambda: any(t["task_id"] == "run_trial_gpu0" and t["state"] == "running"
-                               for t in stack.task_instances(RESTART, run_id)), 600, "a running trial", every_s=1)
+    stack.wait_for(
+        lambda: any(
+            t["task_id"] == "run_trial_gpu0" and t["state"] == "running" for t in stack.task_instances(RESTART, run_id)
+        ),
+        600,
+        "a running trial",
+        every_s=1,
+    )
     stack.compose("restart", "postgres", timeout=120)
     run = stack.wait_run(RESTART, run_id, timeout_s=900)
     TIMINGS["run with a postgres restart"] = time.monotonic() - t0
@@ -244,15 +275,18 @@ def test_restarting_postgres_during_a_run_loses_nothing_and_stores_nothing_twice
     stored = _stored(stack, RESTART, run_id)
     assert sorted(r[0] for r in stored) == sorted(s.trial_id for s in expected)  # each trial once
     assert all(r[1] == "ok" and int(r[3]) > 0 and r[3] == r[4] for r in stored), stored  # each sample once
-    duplicates = stack.psql("SELECT count(*) FROM (SELECT trial_pk, t_s FROM gcbench.samples "
-                            "GROUP BY 1, 2 HAVING count(*) > 1) d")
+    duplicates = stack.psql(
+        "SELECT count(*) FROM (SELECT trial_pk, t_s FROM gcbench.samples GROUP BY 1, 2 HAVING count(*) > 1) d"
+    )
     assert duplicates == [["0"]]
 
 
-SNAPSHOT_SQL = ("SELECT r.dag_id, r.run_id, t.trial_id, t.status, t.samples_count, "
-                "(SELECT count(*) FROM gcbench.samples s WHERE s.trial_pk = t.id), "
-                "(SELECT count(*) FROM gcbench.metrics m WHERE m.trial_pk = t.id) "
-                "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY 1, 2, 3")
+SNAPSHOT_SQL = (
+    "SELECT r.dag_id, r.run_id, t.trial_id, t.status, t.samples_count, "
+    "(SELECT count(*) FROM gcbench.samples s WHERE s.trial_pk = t.id), "
+    "(SELECT count(*) FROM gcbench.metrics m WHERE m.trial_pk = t.id) "
+    "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY 1, 2, 3"
+)
 
 
 def test_down_and_up_again_keeps_every_stored_result(stack):
@@ -263,8 +297,9 @@ def test_down_and_up_again_keeps_every_stored_result(stack):
     t0 = time.monotonic()
     stack.compose("down", timeout=300)
     assert stack.ps() == []
-    volumes = _docker("volume", "ls", "--filter", f"label=com.docker.compose.project={stack.project}",
-                      "--format", "{{.Name}}").split()
+    volumes = _docker(
+        "volume", "ls", "--filter", f"label=com.docker.compose.project={stack.project}", "--format", "{{.Name}}"
+    ).split()
     assert f"{stack.project}_postgres-data" in volumes
     # up again, now as the central machine of several GPU hosts: CeleryExecutor + Redis
     stack.shell_env = {"AIRFLOW_EXECUTOR": "CeleryExecutor"}
@@ -283,17 +318,32 @@ def _gpu_host(stack: Stack, name: str, queue: str) -> str:
     """Start one GPU host's worker project (docs/multi-host.md); returns its container hostname."""
     project = f"{stack.project}-{name}"
     files = ["docker-compose.yml", "deploy/compose.debian.yml", "tests/compose/gpu-host-network.yml"]
-    stack.compose("--profile", "gpu-worker", "up", "-d", "--no-build", "airflow-worker-gpu", project=project,
-                  files=files, extra_env={"GCBENCH_QUEUE": queue, "AIRFLOW_EXECUTOR": "CeleryExecutor",
-                                          "GCBENCH_CENTRAL_NETWORK": f"{stack.project}_default"}, timeout=300)
+    stack.compose(
+        "--profile",
+        "gpu-worker",
+        "up",
+        "-d",
+        "--no-build",
+        "airflow-worker-gpu",
+        project=project,
+        files=files,
+        extra_env={
+            "GCBENCH_QUEUE": queue,
+            "AIRFLOW_EXECUTOR": "CeleryExecutor",
+            "GCBENCH_CENTRAL_NETWORK": f"{stack.project}_default",
+        },
+        timeout=300,
+    )
     (container,) = json.loads(_docker("inspect", f"{project}-airflow-worker-gpu-1"))
     assert container["State"]["Running"], container["State"]
     return container["Config"]["Hostname"]
 
 
 def _overlaps(intervals: list[tuple[str, str]]) -> bool:
-    spans = sorted((datetime.fromisoformat(a.replace("Z", "+00:00")), datetime.fromisoformat(b.replace("Z", "+00:00")))
-                   for a, b in intervals)
+    spans = sorted(
+        (datetime.fromisoformat(a.replace("Z", "+00:00")), datetime.fromisoformat(b.replace("Z", "+00:00")))
+        for a, b in intervals
+    )
     return any(nxt[0] < cur[1] for cur, nxt in pairwise(spans))
 
 
@@ -316,8 +366,9 @@ def test_celery_two_gpu_hosts_run_each_trial_on_its_hosts_worker_one_per_gpu(sta
         for t in trials + [_ti(tis, f"collect_{host}")]:
             assert (t["queue"], t["hostname"], t["state"]) == (queue[host], hostname[host], "success"), t
         assert {t["pool"] for t in trials} == {f"gcbench_{host}_gpu0"}
-        assert not _overlaps([(t["start_date"], t["end_date"]) for t in trials]), \
-            [(t["start_date"], t["end_date"]) for t in trials]  # the host GPU's pool: one trial at a time
+        assert not _overlaps([(t["start_date"], t["end_date"]) for t in trials]), [
+            (t["start_date"], t["end_date"]) for t in trials
+        ]  # the host GPU's pool: one trial at a time
     stored = _stored(stack, HOSTS, run_id)
     assert sorted(r[0] for r in stored) == sorted(s.trial_id for s in _expected_trials(PLANS / "compose-hosts.yaml"))
     assert {r[1] for r in stored} == {"ok"}

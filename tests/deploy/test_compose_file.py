@@ -40,8 +40,9 @@ def test_no_secret_in_the_compose_file():
 
 
 def test_example_env_holds_placeholders_only():
-    values = dict(line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines()
-                  if line and not line.startswith("#"))
+    values = dict(
+        line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines() if line and not line.startswith("#")
+    )
     for key, value in values.items():
         if re.search("PASSWORD|SECRET|FERNET", key):
             assert value == "change-me", key
@@ -69,7 +70,7 @@ def test_results_role_is_not_the_database_owner():
     sql = (REPO / "deploy" / "postgres" / "init.sql").read_text()
     assert 'CREATE DATABASE :"results_db";' in sql  # owned by the superuser
     assert 'CREATE SCHEMA gcbench AUTHORIZATION :"results_user";' in sql
-    assert "REVOKE ALL ON DATABASE :\"airflow_db\" FROM PUBLIC;" in sql
+    assert 'REVOKE ALL ON DATABASE :"airflow_db" FROM PUBLIC;' in sql
 
 
 def test_celery_profile_has_a_broker_and_workers_per_queue():
@@ -96,8 +97,9 @@ def test_compose_overlays_touch_only_what_they_say():
     for name, svc in debian["services"].items():
         assert set(svc) <= {"image", "build"}, name
     gpu_host = yaml.safe_load((REPO / "tests" / "compose" / "gpu-host-network.yml").read_text())
-    assert gpu_host == {"networks": {"default": {"name": "${GCBENCH_CENTRAL_NETWORK:?the central project's network}",
-                                                 "external": True}}}
+    assert gpu_host == {
+        "networks": {"default": {"name": "${GCBENCH_CENTRAL_NETWORK:?the central project's network}", "external": True}}
+    }
 
 
 def test_debian_airflow_constraints_pin_everything_the_image_installs():

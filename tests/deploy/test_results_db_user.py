@@ -28,8 +28,14 @@ def deployment(pg_server_url):
     from psycopg2.extensions import make_dsn, parse_dsn
 
     tag = uuid.uuid4().hex[:8]
-    names = {"airflow_db": f"af_{tag}", "airflow_user": f"af_user_{tag}", "airflow_password": "af-pw-" + tag,
-             "results_db": f"gc_{tag}", "results_user": f"gc_user_{tag}", "results_password": "gc-pw-" + tag}
+    names = {
+        "airflow_db": f"af_{tag}",
+        "airflow_user": f"af_user_{tag}",
+        "airflow_password": "af-pw-" + tag,
+        "results_db": f"gc_{tag}",
+        "results_user": f"gc_user_{tag}",
+        "results_password": "gc-pw-" + tag,
+    }
     argv = [_psql(), "--no-psqlrc", "-q", "-d", pg_server_url, "-f", str(INIT_SQL)]
     for key, value in names.items():
         argv += ["-v", f"{key}={value}"]

@@ -8,6 +8,7 @@ which turns the skip into a failure: CI must not pass by skipping them.
 from __future__ import annotations
 
 import os
+
 import pytest
 
 TRIAL_IMAGE = os.environ.get("GCBENCH_TEST_TRIAL_IMAGE", "gcbench/trial:latest")

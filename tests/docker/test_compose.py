@@ -29,17 +29,36 @@ def _compose() -> list[str]:
 
 def _config(env_file: Path, *extra: str) -> subprocess.CompletedProcess:
     # no .env of the developer may leak in: run from a copy of the compose file's folder view
-    return subprocess.run([*_compose(), "--project-directory", str(REPO), "--env-file", str(env_file),
-                           "-f", str(REPO / "docker-compose.yml"), "config", *extra],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            *_compose(),
+            "--project-directory",
+            str(REPO),
+            "--env-file",
+            str(env_file),
+            "-f",
+            str(REPO / "docker-compose.yml"),
+            "config",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_compose_file_validates_with_the_example_env():
     proc = _config(REPO / "deploy" / "env.example", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     cfg = json.loads(proc.stdout)
-    assert set(cfg["services"]) == {"postgres", "airflow-init", "airflow-api-server", "airflow-scheduler",
-                                    "airflow-dag-processor", "airflow-triggerer"}
+    assert set(cfg["services"]) == {
+        "postgres",
+        "airflow-init",
+        "airflow-api-server",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    }
     for name, svc in cfg["services"].items():
         for port in svc.get("ports", []):
             assert port["host_ip"] == "127.0.0.1", (name, port)
@@ -56,13 +75,20 @@ def test_compose_file_validates_with_the_example_env():
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert env["AIRFLOW_CONN_GCBENCH_RESULTS"].startswith("postgresql://gcbench:")
     assert env["GCBENCH_DATABASE_URL"].endswith("@postgres:5432/gcbench")
-    jwt = {s["environment"]["AIRFLOW__API_AUTH__JWT_SECRET"] for n, s in cfg["services"].items() if n.startswith("airflow-")}
+    jwt = {
+        s["environment"]["AIRFLOW__API_AUTH__JWT_SECRET"]
+        for n, s in cfg["services"].items()
+        if n.startswith("airflow-")
+    }
     assert jwt == {"change-me"}  # one shared secret, from the env file
 
 
 def test_compose_refuses_to_start_without_the_secrets(tmp_path):
-    lines = [ln for ln in (REPO / "deploy" / "env.example").read_text().splitlines()
-             if not ln.startswith("AIRFLOW_JWT_SECRET=")]
+    lines = [
+        ln
+        for ln in (REPO / "deploy" / "env.example").read_text().splitlines()
+        if not ln.startswith("AIRFLOW_JWT_SECRET=")
+    ]
     env_file = tmp_path / "partial.env"
     env_file.write_text("\n".join(lines) + "\n")
     proc = _config(env_file, "-q")
@@ -73,13 +99,29 @@ def test_debian_overlay_changes_only_images_and_builds(tmp_path):
     """deploy/compose.debian.yml (selected by COMPOSE_FILE in the env file) swaps every image
     for one built from Debian's packages and leaves every other setting as it is."""
     env_file = tmp_path / "debian.env"
-    env_file.write_text((REPO / "deploy" / "env.example").read_text()
-                        + "COMPOSE_FILE=docker-compose.yml:deploy/compose.debian.yml\n")
+    env_file.write_text(
+        (REPO / "deploy" / "env.example").read_text() + "COMPOSE_FILE=docker-compose.yml:deploy/compose.debian.yml\n"
+    )
     profiles = ["--profile", "celery", "--profile", "gpu-worker"]
 
     def config(env: Path) -> dict:
-        proc = subprocess.run([*_compose(), "--project-directory", str(REPO), "--env-file", str(env), *profiles,
-                               "config", "--format", "json"], capture_output=True, text=True, timeout=120, cwd=REPO)
+        proc = subprocess.run(
+            [
+                *_compose(),
+                "--project-directory",
+                str(REPO),
+                "--env-file",
+                str(env),
+                *profiles,
+                "config",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)["services"]
 

@@ -32,6 +32,7 @@ def containers_of(client, trial_id: str):
     """Containers (any state) of one trial, by the runner's label."""
     return client.containers.list(all=True, filters={"label": f"gcbench.trial_id={trial_id}"})
 
+
 REPO = Path(__file__).resolve().parents[2]
 
 PLAN = """\
@@ -78,8 +79,9 @@ def test_trial_that_ran_and_succeeded_returns_0_and_leaves_no_container(docker_c
     assert containers_of(docker_client, spec.trial_id) == []
 
 
-def test_failed_trial_is_returned_not_raised_and_collected_as_failed(docker_client, no_gpu_engine, home, tmp_path,
-                                                                     pg_url, monkeypatch):
+def test_failed_trial_is_returned_not_raised_and_collected_as_failed(
+    docker_client, no_gpu_engine, home, tmp_path, pg_url, monkeypatch
+):
     from gcbench.factory.docker import run_docker
     from gcbench.store import db, ingest
 
@@ -175,8 +177,13 @@ run_docker(spec, sys.argv[2], Path(sys.argv[3]), {}, timeout_s=600)
 
 def test_sigterm_to_the_task_stops_and_removes_the_container(docker_client, no_gpu_engine, home, tmp_path):
     spec, outdir = make_spec(tmp_path, window_s=300)
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(outdir / "spec.json"), TRIAL_IMAGE, str(outdir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(outdir / "spec.json"), TRIAL_IMAGE, str(outdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         _wait_running(docker_client, spec.trial_id)
         proc.send_signal(signal.SIGTERM)  # what Airflow's supervisor sends a task it kills

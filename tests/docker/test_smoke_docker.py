@@ -37,11 +37,23 @@ def smoke_run(docker_client, pg_server_url, tmp_path_factory):
         cur.execute("CREATE DATABASE smoke_docker")
     admin.close()
     url = make_dsn(**{**parse_dsn(pg_server_url), "dbname": "smoke_docker"})
-    env = {**os.environ, "GCBENCH_HOME": str(tmp / "home"), "GCBENCH_REPORTS_DIR": str(tmp / "reports"),
-           "GCBENCH_DATABASE_URL": url, "GCBENCH_PROJECT_ROOT": str(REPO), "AIRFLOW_HOME": str(tmp / "airflow"),
-           "GCBENCH_DOCKER_GPUS": os.environ.get("GCBENCH_DOCKER_GPUS", "none")}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.cli", "run", str(PLAN), "--runner", "docker"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    env = {
+        **os.environ,
+        "GCBENCH_HOME": str(tmp / "home"),
+        "GCBENCH_REPORTS_DIR": str(tmp / "reports"),
+        "GCBENCH_DATABASE_URL": url,
+        "GCBENCH_PROJECT_ROOT": str(REPO),
+        "AIRFLOW_HOME": str(tmp / "airflow"),
+        "GCBENCH_DOCKER_GPUS": os.environ.get("GCBENCH_DOCKER_GPUS", "none"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "run", str(PLAN), "--runner", "docker"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     yield proc, tmp, url
 
 
@@ -68,8 +80,11 @@ def _rows(url: str, sql: str, *args):
 def test_smoke_plan_runs_every_trial_in_a_container(smoke_run):
     proc, tmp, url = smoke_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = _rows(url, "SELECT kind, status, (result->'environment'->>'in_container')::boolean, samples_count, simulated,"
-                      " exit_code FROM gcbench.trials WHERE plan_name = 'smoke'")
+    rows = _rows(
+        url,
+        "SELECT kind, status, (result->'environment'->>'in_container')::boolean, samples_count, simulated,"
+        " exit_code FROM gcbench.trials WHERE plan_name = 'smoke'",
+    )
     count, kinds = _expected()
     assert len(rows) == count
     assert {r[0] for r in rows} == kinds
@@ -85,8 +100,11 @@ def test_samples_and_metrics_stored_for_every_trial(smoke_run):
     (stored,) = _rows(url, "SELECT count(*) FROM gcbench.samples s JOIN gcbench.trials t ON t.id = s.trial_pk")[0:1]
     (expected,) = _rows(url, "SELECT sum(samples_count) FROM gcbench.trials")[0:1]
     assert stored[0] == expected[0] > 0
-    missing = _rows(url, "SELECT t.trial_id FROM gcbench.trials t WHERE NOT EXISTS"
-                         " (SELECT 1 FROM gcbench.metrics m WHERE m.trial_pk = t.id AND m.name = 'duration_s')")
+    missing = _rows(
+        url,
+        "SELECT t.trial_id FROM gcbench.trials t WHERE NOT EXISTS"
+        " (SELECT 1 FROM gcbench.metrics m WHERE m.trial_pk = t.id AND m.name = 'duration_s')",
+    )
     assert missing == []
     paths = _rows(url, "SELECT DISTINCT t.spec->'factors'->>'path' FROM gcbench.trials t WHERE kind = 'tinylm'")
     assert {p[0] for p in paths} >= {"torch", "external-go", "external-rust"}

@@ -18,10 +18,10 @@ SMI_DIR = FIXTURES / "nvidia-smi"
 class Trace:
     """One raw NVML trace (tests/fixtures/gpu/trace_*.csv), ~250 reads/s."""
 
-    t_s: np.ndarray            # midpoint of each read, s
+    t_s: np.ndarray  # midpoint of each read, s
     instant_w: np.ndarray
     average_w: np.ndarray
-    energy_j: np.ndarray       # counter, J
+    energy_j: np.ndarray  # counter, J
     phases: list[tuple[str, float, float]]
 
     def phase(self, name: str, nth: int = 0) -> tuple[float, float]:
@@ -35,10 +35,16 @@ def load_trace(name: str) -> Trace:
         if ln.startswith("# phase"):
             parts = ln.split()
             phases.append((parts[2], float(parts[3].split("=")[1]), float(parts[4].split("=")[1])))
-    data = np.genfromtxt(io.StringIO("\n".join(ln for ln in lines if not ln.startswith("#"))),
-                         delimiter=",", names=True)
-    return Trace(t_s=(data["t_before_s"] + data["t_after_s"]) / 2, instant_w=data["instant_mw"] / 1e3,
-                 average_w=data["average_mw"] / 1e3, energy_j=data["energy_mj"] / 1e3, phases=phases)
+    data = np.genfromtxt(
+        io.StringIO("\n".join(ln for ln in lines if not ln.startswith("#"))), delimiter=",", names=True
+    )
+    return Trace(
+        t_s=(data["t_before_s"] + data["t_after_s"]) / 2,
+        instant_w=data["instant_mw"] / 1e3,
+        average_w=data["average_mw"] / 1e3,
+        energy_j=data["energy_mj"] / 1e3,
+        phases=phases,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +57,10 @@ def load_session() -> Trace:
     one clock: trace_bursty starts 11 ms after trace_idle_busy_idle ends, and so on), so
     that every phase has the reads that follow it (the reference needs ~1 s of them)."""
     parts = [load_trace(n) for n in ("idle_busy_idle", "bursty", "short_windows")]
-    return Trace(*(np.concatenate([getattr(p, k) for p in parts]) for k in ("t_s", "instant_w", "average_w", "energy_j")),
-                 phases=[ph for p in parts for ph in p.phases])
+    return Trace(
+        *(np.concatenate([getattr(p, k) for p in parts]) for k in ("t_s", "instant_w", "average_w", "energy_j")),
+        phases=[ph for p in parts for ph in p.phases],
+    )
 
 
 @pytest.fixture(scope="session")

@@ -74,15 +74,14 @@ def test_ticks_of_real_h200_counter_every_100_ms_in_12_j_steps_at_idle(traces):
     assert ticks.t_s.size == 130
     assert ticks.period_s == pytest.approx(0.1, abs=0.002)
     gaps = np.diff(ticks.t_s)
-    assert 0.085 < gaps.min() and gaps.max() < 0.115        # 90-110 ms between ticks
+    assert 0.085 < gaps.min() and gaps.max() < 0.115  # 90-110 ms between ticks
     a, b = tr.phase("idle")
     idle_steps = np.diff(ticks.energy_j)[(ticks.t_s[1:] > a + 0.2) & (ticks.t_s[1:] < b)]
-    assert np.median(idle_steps) == pytest.approx(12.0, abs=0.7)   # ~120 W x 100 ms
+    assert np.median(idle_steps) == pytest.approx(12.0, abs=0.7)  # ~120 W x 100 ms
     assert ticks.decreased_t_s == []
 
 
-@pytest.mark.parametrize("trace,phase", [("idle_busy_idle", "busy"), ("idle_busy_idle", "idle"),
-                                         ("bursty", "bursty")])
+@pytest.mark.parametrize("trace,phase", [("idle_busy_idle", "busy"), ("idle_busy_idle", "idle"), ("bursty", "bursty")])
 def test_sampler_rate_reads_with_edge_bursts_match_full_rate_reference_on_real_trace(traces, trace, phase):
     tr = traces[trace]
     a, b = tr.phase(phase)
@@ -93,8 +92,9 @@ def test_sampler_rate_reads_with_edge_bursts_match_full_rate_reference_on_real_t
     naive = I.naive_counter_energy_j(tr.t_s[keep], tr.energy_j[keep], a, b)
     for e in (a, b):
         keep |= (tr.t_s >= e) & (tr.t_s <= e + 0.25)
-    sub = I.counter_window_energy_j(I.detect_ticks(tr.t_s[keep], tr.energy_j[keep]),
-                                    tr.t_s[keep], tr.instant_w[keep], a, b)
+    sub = I.counter_window_energy_j(
+        I.detect_ticks(tr.t_s[keep], tr.energy_j[keep]), tr.t_s[keep], tr.instant_w[keep], a, b
+    )
     assert abs(sub.energy_j - ref.energy_j) / ref.energy_j < 1e-4
     assert abs(naive - ref.energy_j) > abs(sub.energy_j - ref.energy_j)
 
@@ -160,7 +160,7 @@ def test_power_integral_interpolates_at_edges_and_skips_unknown_samples():
 # ----------------------------------------------------------------------------- cross-check
 # The numbers of docs/measurement.md are asserted here; change both together.
 
-FLAG, INVALID = 0.05, 0.15     # the plan's defaults (ValidationSettings)
+FLAG, INVALID = 0.05, 0.15  # the plan's defaults (ValidationSettings)
 
 
 def _at_sampler_rate(tr, hz: float = 20.0) -> np.ndarray:
@@ -172,8 +172,9 @@ def _at_sampler_rate(tr, hz: float = 20.0) -> np.ndarray:
 def _check(tr, ticks, a, b, flag=FLAG, invalid=INVALID, scale=1.0):
     g = _at_sampler_rate(tr)
     cw = I.counter_window_energy_j(ticks, tr.t_s, tr.instant_w, a, b)
-    return cw.energy_j * scale, I.cross_check_reference(cw.energy_j * scale, tr.t_s[g], tr.average_w[g], a, b,
-                                                        flag_rel=flag, invalid_rel=invalid)
+    return cw.energy_j * scale, I.cross_check_reference(
+        cw.energy_j * scale, tr.t_s[g], tr.average_w[g], a, b, flag_rel=flag, invalid_rel=invalid
+    )
 
 
 def test_defaults_match_the_plan_schema():
@@ -181,8 +182,11 @@ def test_defaults_match_the_plan_schema():
     from gcbench.plan.schema import ValidationSettings
 
     v = ValidationSettings()
-    assert (v.cross_check_flag_rel, v.cross_check_invalid_rel) == (CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL) \
+    assert (
+        (v.cross_check_flag_rel, v.cross_check_invalid_rel)
+        == (CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL)
         == (FLAG, INVALID)
+    )
 
 
 @pytest.mark.parametrize("trace,theta", [("idle_busy_idle", 0.065), ("bursty", 0.095), ("short_windows", 0.07)])
@@ -191,11 +195,12 @@ def test_1_s_average_read_at_t_is_the_mean_power_of_t_minus_1_07_to_t_minus_0_07
     ticks = I.detect_ticks(tr.t_s, tr.energy_j)
     good = ticks.uncertainty_s <= I.MAX_TICK_UNCERTAINTY_S
     fitted, rms = I.fit_average_power_lag_s(tr.t_s, tr.average_w, ticks.t_s[good], ticks.energy_j[good])
-    assert fitted == pytest.approx(theta, abs=0.001) and rms < 15.0        # W, against the counter's 1-s means
+    assert fitted == pytest.approx(theta, abs=0.001) and rms < 15.0  # W, against the counter's 1-s means
     # read at the sampler's 20 Hz the fit moves by at most one 5 ms step
     g = _at_sampler_rate(tr)
-    assert I.fit_average_power_lag_s(tr.t_s[g], tr.average_w[g], ticks.t_s[good], ticks.energy_j[good])[0] == \
-        pytest.approx(theta, abs=0.0051)
+    assert I.fit_average_power_lag_s(tr.t_s[g], tr.average_w[g], ticks.t_s[good], ticks.energy_j[good])[
+        0
+    ] == pytest.approx(theta, abs=0.0051)
 
 
 def test_lag_fitted_on_the_whole_recording_is_the_default(session):
@@ -277,14 +282,14 @@ def test_counter_43_percent_low_on_the_real_bursty_phase_is_invalid(session):
     a, b = session.phase("bursty")
     _, cc = _check(session, ticks, a, b, scale=187 / 327)
     assert cc.rel == pytest.approx(-0.41, abs=0.01) and cc.verdict == "invalid"
-    _, cc = _check(session, ticks, a, b, scale=1.09)        # 9 % high: flagged, still valid
+    _, cc = _check(session, ticks, a, b, scale=1.09)  # 9 % high: flagged, still valid
     assert cc.verdict == "flag"
 
 
 def test_windows_under_1_s_are_too_short_and_not_cross_checked(traces):
     tr = traces["short_windows"]
     ticks = I.detect_ticks(tr.t_s, tr.energy_j)
-    for _, a, b in tr.phases[:-1]:          # the last has no counter tick after it
+    for _, a, b in tr.phases[:-1]:  # the last has no counter tick after it
         if b - a < 1.0:
             assert I.too_short(b - a, ticks.period_s)
             _, cc = _check(tr, ticks, a, b)
@@ -292,7 +297,7 @@ def test_windows_under_1_s_are_too_short_and_not_cross_checked(traces):
 
 
 def test_reads_that_stop_before_the_shifted_window_ends_leave_it_unchecked():
-    t = np.arange(0.0, 5.6, 0.05)          # the sampler stopped 0.1 s after the window's end
+    t = np.arange(0.0, 5.6, 0.05)  # the sampler stopped 0.1 s after the window's end
     cc = I.cross_check_reference(300.0, t, np.full(t.size, 60.0), 0.5, 5.5, flag_rel=FLAG, invalid_rel=INVALID)
     assert cc.verdict == "unchecked" and "do not cover the lag-shifted window" in cc.reason
     assert I.reference_tail_s(20.0) == pytest.approx(0.57 + 0.5 + 0.1)

@@ -3,6 +3,7 @@ the nvidia-smi fallback through a fake nvidia-smi, and the cool-down."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import stat
@@ -17,6 +18,7 @@ from gcbench.energy import SAMPLE_COLUMNS
 from gcbench.energy.meter import Meter, read_samples, wait_for_cooldown
 from gcbench.errors import MeasurementError
 from gcbench.spec import EnergySettings
+
 
 def sim(**kw) -> EnergySettings:
     return EnergySettings(backend="simulated", **kw)
@@ -36,8 +38,8 @@ def test_simulated_window_is_busy_power_times_duration_and_labelled_simulated(tm
     g = main.gpu[0]
     assert (g.device, g.method, g.source) == ("gpu0", "simulated", "simulated")
     assert "not a measurement" in g.reason
-    assert g.energy_j == pytest.approx(300.0 * main.duration_s, rel=0.002)        # busy 300 W
-    assert g.idle_power_w == pytest.approx(60.0, rel=0.02)                        # idle 60 W
+    assert g.energy_j == pytest.approx(300.0 * main.duration_s, rel=0.002)  # busy 300 W
+    assert g.idle_power_w == pytest.approx(60.0, rel=0.02)  # idle 60 W
     assert main.gpu_energy_above_idle_j == pytest.approx(240.0 * main.duration_s, rel=0.02)
     # the model steps 60 -> 300 -> 60 W at the window's edges: the 1-s average reference
     # smooths both steps, which the edge allowance (0.175 s x 240 W per edge) covers
@@ -54,7 +56,7 @@ def test_simulated_window_is_busy_power_times_duration_and_labelled_simulated(tm
     assert all(r.split(",")[2] == "simulated" for r in rows[1:])
     assert main.samples_count == len(rows) - 1
     assert m.environment()["simulated"] is True
-    assert m.stop() is m.results                                  # stop twice: same results
+    assert m.stop() is m.results  # stop twice: same results
 
 
 def test_jitter_is_seeded_and_within_bounds(tmp_path):
@@ -108,7 +110,7 @@ def test_rapl_from_fake_tree_gives_cpu_energy_per_domain(tmp_path):
     m.start()
     m.begin_window()
     time.sleep(0.3)
-    (z / "energy_uj").write_text("1000000\n")     # wraps: +1328850 uJ
+    (z / "energy_uj").write_text("1000000\n")  # wraps: +1328850 uJ
     time.sleep(0.3)
     m.end_window()
     r = m.stop()["main"]
@@ -141,7 +143,7 @@ def test_killed_trial_keeps_flushed_samples(tmp_path):
         from pathlib import Path
         from gcbench.spec import EnergySettings
         from gcbench.energy.meter import Meter
-        m = Meter(EnergySettings(backend="simulated"), [0], Path({str(tmp_path / 's.csv')!r}), 1)
+        m = Meter(EnergySettings(backend="simulated"), [0], Path({str(tmp_path / "s.csv")!r}), 1)
         m.start()
         m.begin_window()
         print("running", flush=True)
@@ -157,7 +159,7 @@ def test_killed_trial_keeps_flushed_samples(tmp_path):
     assert series.t_s.size >= 15 and series.t_s[-1] >= 1.0
 
 
-FAKE_SMI = '''#!{python}
+FAKE_SMI = """#!{python}
 import datetime, os, sys, time
 args = sys.argv[1:]
 fields = [a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")][0].split(",")
@@ -184,7 +186,7 @@ if "-lms" in args:
     while True:
         print(line(n), flush=True); time.sleep(ms / 1000); n += 1
 print(line(-2))
-'''
+"""
 
 
 @pytest.fixture
@@ -227,7 +229,7 @@ def test_nvidia_smi_wall_clock_step_of_minus_2_s_moves_no_sample(tmp_path, fake_
     raw = [float(ln.split(",")[0]) for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]]
     assert raw == sorted(raw), "rows written out of time order"
     inside = t[(t >= r.window_start_s) & (t <= r.window_end_s)]
-    assert len(inside) >= 20 and (inside[1:] - inside[:-1]).max() < 0.25   # no gap (20 Hz)
+    assert len(inside) >= 20 and (inside[1:] - inside[:-1]).max() < 0.25  # no gap (20 Hz)
     steps = [e for e in m.events if e.get("event") == "nvidia_smi_clock_step"]
     assert len(steps) == 1 and steps[0]["step_s"] == pytest.approx(-2.0, abs=0.1)
     assert r.gpu[0].energy_j == pytest.approx(122.52 * r.duration_s, rel=0.03)
@@ -248,8 +250,11 @@ def test_nvidia_smi_error_line_mid_stream_flags_the_window_and_keeps_the_good_ro
 
 
 def _tail_rows(path, device: str, after_s: float):
-    return [float(ln.split(",")[0]) for ln in path.read_text().splitlines()[1:]
-            if ln.split(",")[1] == device and float(ln.split(",")[0]) > after_s]
+    return [
+        float(ln.split(",")[0])
+        for ln in path.read_text().splitlines()[1:]
+        if ln.split(",")[1] == device and float(ln.split(",")[0]) > after_s
+    ]
 
 
 def test_simulated_tail_is_computed_at_once_with_the_reads_the_cross_check_needs(tmp_path):
@@ -264,8 +269,8 @@ def test_simulated_tail_is_computed_at_once_with_the_reads_the_cross_check_needs
     tail = _tail_rows(tmp_path / "s.csv", "gpu0", r.window_end_s)
     # the model's reads reach end + lag + 0.5 s + 2 periods, at 20 Hz as the loop reads them ...
     assert tail[-1] >= r.window_end_s + reference_tail_s(20.0)
-    power_reads = [t for t in tail if t > r.window_end_s + 0.6]   # past the counter burst
-    assert len(power_reads) >= 10 and max(b - a for a, b in zip(power_reads, power_reads[1:])) < 0.06
+    power_reads = [t for t in tail if t > r.window_end_s + 0.6]  # past the counter burst
+    assert len(power_reads) >= 10 and max(b - a for a, b in itertools.pairwise(power_reads)) < 0.06
     # ... but were computed, not waited for: they lie after the sampler's own (real) end
     stats = m.sampler_stats
     assert stats["simulated_tail_s"] > 0.9 and tail[-1] > stats["wall_s"]
@@ -286,10 +291,13 @@ def test_rapl_is_never_read_at_a_simulated_time(tmp_path):
     time.sleep(0.4)
     m.end_window()
     r = m.stop()["main"]
-    rapl_t = [float(ln.split(",")[0]) for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]
-              if ln.split(",")[2] == "rapl"]
+    rapl_t = [
+        float(ln.split(",")[0])
+        for ln in (tmp_path / "s.csv").read_text().splitlines()[1:]
+        if ln.split(",")[2] == "rapl"
+    ]
     assert m.sampler_stats["simulated_tail_s"] > 0.5
-    assert rapl_t and max(rapl_t) <= m.sampler_stats["wall_s"]       # real reads, on the real clock
+    assert rapl_t and max(rapl_t) <= m.sampler_stats["wall_s"]  # real reads, on the real clock
     assert r.cpu_energy_j == pytest.approx(0.0) and r.cpu_reason is None
 
 

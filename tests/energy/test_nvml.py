@@ -57,7 +57,8 @@ class FakeGpus:
             return [self.mig[idx(handle)], self.mig[idx(handle)]]
 
         for name, fn in {
-            "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
+            "nvmlInit": lambda: None,
+            "nvmlShutdown": lambda: None,
             "nvmlDeviceGetCount": lambda: 2,
             "nvmlDeviceGetHandleByIndex": h,
             "nvmlDeviceGetHandleByUUID": lambda u: h(UUIDS.index(u if isinstance(u, str) else u.decode())),
@@ -85,8 +86,9 @@ class FakeGpus:
 def test_cuda_visible_devices_uuid_of_nvml_index_1_measures_index_1(monkeypatch):
     nv = FakeGpus().install(monkeypatch)
     gpus, notes = nvml.resolve_devices(nv, [1], cuda_visible_devices=UUIDS[1])
-    assert [(g.host_index, g.label, g.uuid, g.pci_bus_id, g.cuda_index) for g in gpus] == \
-        [(1, "gpu1", UUIDS[1], PCI[1], 0)]
+    assert [(g.host_index, g.label, g.uuid, g.pci_bus_id, g.cuda_index) for g in gpus] == [
+        (1, "gpu1", UUIDS[1], PCI[1], 0)
+    ]
     # a unique UUID prefix is accepted like CUDA does
     assert nvml.resolve_devices(nv, [], cuda_visible_devices="GPU-bbbb")[0][0].host_index == 1
 
@@ -128,10 +130,16 @@ def test_counter_not_supported_is_recorded_at_resolution(monkeypatch):
 
 def test_counter_not_supported_gives_power_integration_never_zero():
     t = np.arange(0, 5.01, 0.05)
-    series = DeviceSeries(t_s=t, power_w=np.full(t.size, 150.0), power_instant_w=np.full(t.size, 150.0),
-                          energy_j=np.full(t.size, np.nan), source="nvml")
-    dev, flags = gpu_window_energy(series, "gpu1", 1.0, 4.0, has_counter=False,
-                                   counter_reason="energy counter unavailable (Not Supported)")
+    series = DeviceSeries(
+        t_s=t,
+        power_w=np.full(t.size, 150.0),
+        power_instant_w=np.full(t.size, 150.0),
+        energy_j=np.full(t.size, np.nan),
+        source="nvml",
+    )
+    dev, flags = gpu_window_energy(
+        series, "gpu1", 1.0, 4.0, has_counter=False, counter_reason="energy counter unavailable (Not Supported)"
+    )
     assert dev.energy_j == pytest.approx(450.0)
     assert dev.method == "nvml-power-integration" and "Not Supported" in dev.reason
     assert flags == []
@@ -167,8 +175,13 @@ def test_environment_reports_driver_and_power_limits_in_watts(monkeypatch):
 
 def test_meter_start_refuses_mig_before_sampling(monkeypatch, tmp_path):
     FakeGpus().install(monkeypatch)
-    m = Meter(EnergySettings(), [0], tmp_path / "samples.csv", 1,
-              env={"CUDA_VISIBLE_DEVICES": "MIG-0a1b2c3d-0000-1111-2222-333333333333"})
+    m = Meter(
+        EnergySettings(),
+        [0],
+        tmp_path / "samples.csv",
+        1,
+        env={"CUDA_VISIBLE_DEVICES": "MIG-0a1b2c3d-0000-1111-2222-333333333333"},
+    )
     with pytest.raises(MeasurementError, match="MIG"):
         m.start()
     assert not (tmp_path / "samples.csv").exists()
@@ -187,9 +200,14 @@ def test_nvml_sampler_streams_counter_and_power_rows_with_edge_bursts(monkeypatc
     FakeGpus().install(monkeypatch)
     rfd, wfd = os.pipe()
     origin = time.monotonic()
-    cfg = {"backend": "nvml", "samples_path": str(tmp_path / "samples.csv"), "origin_monotonic": origin,
-           "sample_hz": 20, "counter_hz": 10, "gpus": [{"label": "gpu1", "uuid": UUIDS[1], "index": 1,
-                                                        "has_counter": True}]}
+    cfg = {
+        "backend": "nvml",
+        "samples_path": str(tmp_path / "samples.csv"),
+        "origin_monotonic": origin,
+        "sample_hz": 20,
+        "counter_hz": 10,
+        "gpus": [{"label": "gpu1", "uuid": UUIDS[1], "index": 1, "has_counter": True}],
+    }
     sampler = Sampler(cfg)
     th = threading.Thread(target=sampler.run, args=(rfd,))
     th.start()
@@ -205,19 +223,27 @@ def test_nvml_sampler_streams_counter_and_power_rows_with_edge_bursts(monkeypatc
     assert s.source == "nvml"
     assert np.nanmax(s.power_instant_w) == 120.0
     counter_reads = np.isfinite(s.energy_j).sum()
-    assert counter_reads > 0.8 * 10 * 0.8 + 20   # 10 Hz plus the edge bursts
+    assert counter_reads > 0.8 * 10 * 0.8 + 20  # 10 Hz plus the edge bursts
     dev, _ = gpu_window_energy(s, "gpu1", 0.3, 0.8)
     assert dev.method == "nvml-counter-edge-corrected"
-    assert dev.energy_j == pytest.approx(60.0, rel=0.1)   # 120 W x 0.5 s
+    assert dev.energy_j == pytest.approx(60.0, rel=0.1)  # 120 W x 0.5 s
 
 
 def test_meter_module_has_no_heavy_imports():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "import gcbench.energy, gcbench.energy.meter, sys;"
-                          "print(sorted(m for m in ('torch','pandas','pynvml','docker') if m in sys.modules))"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gcbench.energy, gcbench.energy.meter, sys;"
+            "print(sorted(m for m in ('torch','pandas','pynvml','docker') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == "[]"
 
 
@@ -228,24 +254,26 @@ def test_doctor_shows_gpus_and_cuda_visible_devices_mapping(monkeypatch, tmp_pat
     d = doctor.diagnose(rapl_root=str(tmp_path), env={"CUDA_VISIBLE_DEVICES": UUIDS[1]}, docker_check=False)
     assert d["nvml"]["ok"] and d["nvml"]["driver"] == "580.159.04" and d["backend"] == "nvml"
     assert [g["energy_counter"] for g in d["gpus"]["visible"]] == [True, False]
-    assert d["gpus"]["mapping"] == [{"cuda_index": 0, "nvml_index": 1, "label": "gpu1", "uuid": UUIDS[1],
-                                     "pci_bus_id": PCI[1]}]
+    assert d["gpus"]["mapping"] == [
+        {"cuda_index": 0, "nvml_index": 1, "label": "gpu1", "uuid": UUIDS[1], "pci_bus_id": PCI[1]}
+    ]
     text = doctor.format_text(d)
     assert f"cuda:0 -> nvml 1 ({UUIDS[1]})" in text and "no energy counter" in text
 
 
 def test_counter_187_j_against_integrated_327_j_over_5_s_idle_flags_the_window():
     t = np.arange(0, 6.001, 0.05)
-    ticks = np.floor((t - 0.013) / 0.1)          # counter ticks every 100 ms
-    energy = 1000.0 + np.maximum(ticks, 0) * (187.0 / 50)   # 37.4 W by the counter
-    series = DeviceSeries(t_s=t, power_w=np.full(t.size, 65.4), power_instant_w=np.full(t.size, 65.4),
-                          energy_j=energy, source="nvml")
+    ticks = np.floor((t - 0.013) / 0.1)  # counter ticks every 100 ms
+    energy = 1000.0 + np.maximum(ticks, 0) * (187.0 / 50)  # 37.4 W by the counter
+    series = DeviceSeries(
+        t_s=t, power_w=np.full(t.size, 65.4), power_instant_w=np.full(t.size, 65.4), energy_j=energy, source="nvml"
+    )
     dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5)
     assert dev.energy_j == pytest.approx(187.0, abs=4.0) and dev.cross_check_j == pytest.approx(327.0)
     assert dev.method == "nvml-counter-edge-corrected" and dev.cross_check_method == "average-power-lag"
     assert dev.cross_check_rel == pytest.approx(-0.43, abs=0.02)
     assert dev.cross_check_allowance_rel == 0.0 and dev.cross_check_verdict == "invalid"
-    assert dev.instant_integral_j == pytest.approx(327.0)        # kept for information
+    assert dev.instant_integral_j == pytest.approx(327.0)  # kept for information
     assert flags == ["cross_check_disagreement"]
     dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5, cross_check_invalid=0.6)
     assert flags == [] and dev.cross_check_verdict == "ok"

@@ -49,8 +49,9 @@ class FakeNvml:
         monkeypatch.setattr(pynvml, "nvmlShutdown", shutdown)
         monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", handle)
         monkeypatch.setattr(pynvml, "nvmlDeviceGetPowerManagementLimit", lambda h: self.limits[h[1]])
-        monkeypatch.setattr(pynvml, "nvmlDeviceGetPowerManagementLimitConstraints",
-                            lambda h: [self.min_mw, self.max_mw])
+        monkeypatch.setattr(
+            pynvml, "nvmlDeviceGetPowerManagementLimitConstraints", lambda h: [self.min_mw, self.max_mw]
+        )
         monkeypatch.setattr(pynvml, "nvmlDeviceSetPowerManagementLimit", set_limit)
         monkeypatch.setattr(pynvml, "nvmlDeviceGetEnforcedPowerLimit", lambda h: self.limits[h[1]])
         return self
@@ -65,8 +66,12 @@ def test_cap_is_applied_in_milliwatts_and_restored(nvml):
     with PowerCap(250, [0, 1]) as cap:
         assert nvml.limits == {0: 250_000, 1: 250_000}
         assert [a.previous_w for a in cap.applied] == [700.0, 700.0]
-        assert cap.metrics() == {"power_cap_w": 250.0, "power_cap_state": "applied",
-                                 "power_limit_enforced_w": 250.0, "power_limit_previous_w": 700.0}
+        assert cap.metrics() == {
+            "power_cap_w": 250.0,
+            "power_cap_state": "applied",
+            "power_limit_enforced_w": 250.0,
+            "power_limit_previous_w": 700.0,
+        }
     assert nvml.limits == {0: 700_000, 1: 700_000}
     assert nvml.initialised == 0
 

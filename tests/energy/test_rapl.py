@@ -192,8 +192,12 @@ def test_two_socket_nested_tree_with_mmio_mirror_counts_each_socket_once(tmp_pat
     for root in (virtual, msr, class_layout(msr, tmp_path / "class")):
         found = rapl.discover(root)
         assert [d.label for d in found.domains] == ["cpu:package-0", "cpu:dram-0", "cpu:package-1", "cpu:dram-1"], root
-        assert [Path(d.path).name for d in found.domains] == ["intel-rapl:0", "intel-rapl:0:1", "intel-rapl:1",
-                                                              "intel-rapl:1:1"]
+        assert [Path(d.path).name for d in found.domains] == [
+            "intel-rapl:0",
+            "intel-rapl:0:1",
+            "intel-rapl:1",
+            "intel-rapl:1:1",
+        ]
     mirror = dict(rapl.discover(virtual).skipped)[str(virtual / "intel-rapl-mmio" / "intel-rapl-mmio:0")]
     assert "package-0" in mirror
 

@@ -20,24 +20,50 @@ def read(name: str) -> str:
 
 def test_every_nvidia_smi_fixture_is_covered_by_a_parser():
     assert sorted(p.name for p in SMI_DIR.iterdir()) == [
-        "csv_noheader_with_units.txt", "h200_loop_50ms_power_draw_vs_instant.txt",
-        "h200_q_power_clock_performance.txt", "h200_query_csv.txt", "h200_query_csv_noheader_nounits.txt",
-        "h200_smi_and_q_full.txt", "invalid_field_error.txt", "lost_gpu_line_rc0.txt",
-        "role_field_deprecated_marker.csv"]
+        "csv_noheader_with_units.txt",
+        "h200_loop_50ms_power_draw_vs_instant.txt",
+        "h200_q_power_clock_performance.txt",
+        "h200_query_csv.txt",
+        "h200_query_csv_noheader_nounits.txt",
+        "h200_smi_and_q_full.txt",
+        "invalid_field_error.txt",
+        "lost_gpu_line_rc0.txt",
+        "role_field_deprecated_marker.csv",
+    ]
 
 
 def test_query_csv_with_header_and_units_parses_every_field_exactly():
     (row,) = smi.parse_query_csv(read("h200_query_csv.txt"))
     assert row == {
-        "timestamp": datetime(2026, 11, 29, 22, 27, 4, 918000), "index": 0, "name": "NVIDIA H200",
-        "uuid": "GPU-00000000-1111-2222-3333-444444444444", "driver_version": "580.159.04", "pstate": "P0",
-        "power.draw": 122.51, "power.draw.average": 122.51, "power.draw.instant": 122.39,
-        "power.limit": 700.0, "enforced.power.limit": 700.0, "power.default_limit": 700.0,
-        "power.min_limit": 200.0, "power.max_limit": 700.0, "temperature.gpu": 35, "temperature.memory": 37,
-        "clocks.current.sm": 1980, "clocks.current.memory": 3201, "clocks.max.sm": 1980,
-        "utilization.gpu": 0, "utilization.memory": 0, "memory.used": 0, "memory.total": 143771,
-        "fan.speed": None, "clocks_event_reasons.active": 1, "clocks_event_reasons.sw_power_cap": "Not Active",
-        "clocks_event_reasons.hw_slowdown": "Not Active", "ecc.errors.corrected.volatile.total": 0}
+        "timestamp": datetime(2026, 11, 29, 22, 27, 4, 918000),
+        "index": 0,
+        "name": "NVIDIA H200",
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "driver_version": "580.159.04",
+        "pstate": "P0",
+        "power.draw": 122.51,
+        "power.draw.average": 122.51,
+        "power.draw.instant": 122.39,
+        "power.limit": 700.0,
+        "enforced.power.limit": 700.0,
+        "power.default_limit": 700.0,
+        "power.min_limit": 200.0,
+        "power.max_limit": 700.0,
+        "temperature.gpu": 35,
+        "temperature.memory": 37,
+        "clocks.current.sm": 1980,
+        "clocks.current.memory": 3201,
+        "clocks.max.sm": 1980,
+        "utilization.gpu": 0,
+        "utilization.memory": 0,
+        "memory.used": 0,
+        "memory.total": 143771,
+        "fan.speed": None,
+        "clocks_event_reasons.active": 1,
+        "clocks_event_reasons.sw_power_cap": "Not Active",
+        "clocks_event_reasons.hw_slowdown": "Not Active",
+        "ecc.errors.corrected.volatile.total": 0,
+    }
 
 
 def test_query_csv_without_header_and_units_gives_the_same_values():
@@ -45,21 +71,25 @@ def test_query_csv_without_header_and_units_gives_the_same_values():
     (row,) = smi.parse_query_csv(read("h200_query_csv_noheader_nounits.txt"), fields)
     (with_units,) = smi.parse_query_csv(read("h200_query_csv.txt"))
     assert row["timestamp"] == datetime(2026, 11, 29, 22, 27, 4, 948000)
-    assert row["fan.speed"] is None                      # [N/A] is missing, not 0
+    assert row["fan.speed"] is None  # [N/A] is missing, not 0
     diff = {k for k in row if row[k] != with_units[k]}
-    assert diff == {"timestamp", "power.draw", "power.draw.average"}   # 122.52 vs 122.51, 30 ms later
+    assert diff == {"timestamp", "power.draw", "power.draw.average"}  # 122.52 vs 122.51, 30 ms later
     assert row["power.draw"] == 122.52
 
 
 def test_50ms_loop_shows_average_lagging_instant_with_timestamps():
     rows = smi.parse_query_csv(read("h200_loop_50ms_power_draw_vs_instant.txt"))
     assert len(rows) == 216
-    assert rows[0] == {"timestamp": datetime(2026, 11, 29, 22, 27, 4, 979000), "index": 0,
-                       "power.draw": 122.52, "power.draw.instant": 122.39}
+    assert rows[0] == {
+        "timestamp": datetime(2026, 11, 29, 22, 27, 4, 979000),
+        "index": 0,
+        "power.draw": 122.52,
+        "power.draw.instant": 122.39,
+    }
     gaps = [(b["timestamp"] - a["timestamp"]).total_seconds() for a, b in pairwise(rows)]
     assert min(gaps) >= 0.049 and max(gaps) <= 0.052
     drop = next(i for i, r in enumerate(rows) if r["power.draw.instant"] < 100)
-    assert rows[drop]["power.draw"] == 120.0            # average still high when instant fell to 79 W
+    assert rows[drop]["power.draw"] == 120.0  # average still high when instant fell to 79 W
     settled = next(i for i, r in enumerate(rows) if r["power.draw"] < 80)
     assert 0.9 < (rows[settled]["timestamp"] - rows[drop]["timestamp"]).total_seconds() < 1.1
 
@@ -74,15 +104,21 @@ def test_q_output_parses_power_readings_clock_reasons_and_missing_values():
     tree = smi.parse_q(read("h200_q_power_clock_performance.txt"))
     assert tree["Driver Version"] == "580.159.04" and tree["Attached GPUs"] == "1"
     gpu = smi.q_gpus(tree)["00000000:00:06.0"]
-    assert smi.q_power(gpu) == {"average_w": 123.24, "instant_w": 124.4, "limit_w": 700.0,
-                                "requested_limit_w": 700.0, "default_limit_w": 700.0,
-                                "min_limit_w": 200.0, "max_limit_w": 700.0}
+    assert smi.q_power(gpu) == {
+        "average_w": 123.24,
+        "instant_w": 124.4,
+        "limit_w": 700.0,
+        "requested_limit_w": 700.0,
+        "default_limit_w": 700.0,
+        "min_limit_w": 200.0,
+        "max_limit_w": 700.0,
+    }
     assert gpu["Clocks Event Reasons"]["HW Slowdown"] == "Not Active"
     assert gpu["Clocks Event Reasons"]["HW Thermal Slowdown"] == "Not Active"
     assert smi.quantity(gpu["Clocks Event Reasons Counters"]["SW Power Capping"]) == (3559642.0, "us")
     assert gpu["Power Samples"]["Max"] == "737.63 W" and gpu["Power Samples"]["Number of Samples"] == "119"
-    assert gpu["GPU Memory Power Readings"]["Instantaneous Power Draw"] is None   # N/A
-    assert gpu["SM Clock Samples"]["Duration"] is None                            # Not Found
+    assert gpu["GPU Memory Power Readings"]["Instantaneous Power Draw"] is None  # N/A
+    assert gpu["SM Clock Samples"]["Duration"] is None  # Not Found
     assert smi.quantity(gpu["Clocks"]["SM"]) == (1980.0, "MHz")
 
 
@@ -90,10 +126,24 @@ def test_full_output_table_and_q_parse():
     text = read("h200_smi_and_q_full.txt")
     table = smi.parse_table(text)
     assert table["driver_version"] == "580.159.04" and table["cuda_version"] == "13.0"
-    assert table["gpus"] == [{"index": 0, "name": "NVIDIA H200", "persistence": "On", "bus_id": "00000000:00:06.0",
-                              "fan": None, "temperature_c": 33.0, "pstate": "P0", "power_w": 86.0,
-                              "power_cap_w": 700.0, "memory_used_mib": 0, "memory_total_mib": 143771,
-                              "utilization_pct": 0.0, "compute_mode": "Default", "mig_mode": "Disabled"}]
+    assert table["gpus"] == [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "persistence": "On",
+            "bus_id": "00000000:00:06.0",
+            "fan": None,
+            "temperature_c": 33.0,
+            "pstate": "P0",
+            "power_w": 86.0,
+            "power_cap_w": 700.0,
+            "memory_used_mib": 0,
+            "memory_total_mib": 143771,
+            "utilization_pct": 0.0,
+            "compute_mode": "Default",
+            "mig_mode": "Disabled",
+        }
+    ]
     assert table["processes_found"] is False
     gpu = smi.q_gpus(smi.parse_q(text))["00000000:00:06.0"]
     assert gpu["GPU UUID"] == "GPU-00000000-1111-2222-3333-444444444444"
@@ -107,10 +157,17 @@ def test_full_output_table_and_q_parse():
 class FakeSmi:
     """Answers queries like nvidia-smi on an H200 (values of h200_query_csv.txt)."""
 
-    values = {"timestamp": "2026/11/29 22:27:04.948", "index": "0",
-              "uuid": "GPU-00000000-1111-2222-3333-444444444444", "power.draw": "122.52",
-              "power.draw.average": "122.52", "power.draw.instant": "122.39", "temperature.gpu": "35",
-              "clocks.sm": "1980", "clocks_event_reasons.active": "0x0000000000000001"}
+    values = {
+        "timestamp": "2026/11/29 22:27:04.948",
+        "index": "0",
+        "uuid": "GPU-00000000-1111-2222-3333-444444444444",
+        "power.draw": "122.52",
+        "power.draw.average": "122.52",
+        "power.draw.instant": "122.39",
+        "temperature.gpu": "35",
+        "clocks.sm": "1980",
+        "clocks_event_reasons.active": "0x0000000000000001",
+    }
 
     def __init__(self, unknown=(), na=()):
         self.unknown, self.na, self.calls = set(unknown), set(na), []
@@ -150,8 +207,12 @@ def test_driver_without_any_power_field_is_a_clear_error():
 
 
 def test_streamed_line_with_na_power_is_missing_not_zero():
-    roles = {"timestamp": "timestamp", "index": "index", "power_instant_w": "power.draw.instant",
-             "power_w": "power.draw"}
+    roles = {
+        "timestamp": "timestamp",
+        "index": "index",
+        "power_instant_w": "power.draw.instant",
+        "power_w": "power.draw",
+    }
     cols = [(f, None) for f in dict.fromkeys(roles.values())]
     row = smi.row_to_sample(smi.parse_csv_line("2026/11/29 22:27:04.948, 0, [N/A], 122.52", cols), roles)
     assert row["power_instant_w"] is None and row["power_w"] == 122.52
@@ -159,8 +220,15 @@ def test_streamed_line_with_na_power_is_missing_not_zero():
 
 def test_query_argv_is_a_list_so_values_never_reach_a_shell():
     argv = smi.query_argv(["power.draw"], [0, 1], interval_ms=50, nvidia_smi="/usr/bin/nvidia-smi")
-    assert argv == ["/usr/bin/nvidia-smi", "--query-gpu=power.draw", "--format=csv,noheader,nounits",
-                    "-i", "0,1", "-lms", "50"]
+    assert argv == [
+        "/usr/bin/nvidia-smi",
+        "--query-gpu=power.draw",
+        "--format=csv,noheader,nounits",
+        "-i",
+        "0,1",
+        "-lms",
+        "50",
+    ]
     with pytest.raises(ValueError):
         smi.query_argv(["power.draw"], ["0; rm -rf /"])  # indices must be integers
 
@@ -171,8 +239,12 @@ def test_query_argv_is_a_list_so_values_never_reach_a_shell():
 def test_any_bracketed_marker_is_missing_c08():
     (row,) = smi.parse_query_csv(read("role_field_deprecated_marker.csv"))
     assert row == {"timestamp": datetime(2026, 7, 3, 22, 11, 9, 763000), "index": 0, "power.draw.instant": None}
-    for marker in ("[Requested functionality has been deprecated]", "[Not Supported]", "[Some Future Marker]",
-                   " [N/A] "):
+    for marker in (
+        "[Requested functionality has been deprecated]",
+        "[Not Supported]",
+        "[Some Future Marker]",
+        " [N/A] ",
+    ):
         assert smi.parse_value(marker, "power.draw.instant", "W") is None
 
 
@@ -186,19 +258,30 @@ def test_role_whose_field_prints_only_a_marker_falls_back_to_its_next_field_c08(
 
 
 def test_marker_in_a_streamed_numeric_role_is_unknown_never_text_c08():
-    roles = {"timestamp": "timestamp", "index": "index", "power_instant_w": "power.draw.instant",
-             "temperature_c": "temperature.gpu"}
+    roles = {
+        "timestamp": "timestamp",
+        "index": "index",
+        "power_instant_w": "power.draw.instant",
+        "temperature_c": "temperature.gpu",
+    }
     stream = smi.SmiStream(roles)
-    (sample,), events = stream.feed(b"2026/07/03 22:11:09.763, 0, [Requested functionality has been deprecated], "
-                                    b"Not Active\n", read_t_s=1.0)
+    (sample,), events = stream.feed(
+        b"2026/07/03 22:11:09.763, 0, [Requested functionality has been deprecated], Not Active\n", read_t_s=1.0
+    )
     assert sample == (1.0, {"index": 0, "power_instant_w": None, "temperature_c": None}) and events == []
 
 
 def test_noheader_output_with_units_gives_numbers_c09():
     fields = ["timestamp", "index", "power.draw", "temperature.gpu", "memory.used", "utilization.gpu"]
     (row,) = smi.parse_query_csv(read("csv_noheader_with_units.txt"), fields)
-    assert row == {"timestamp": datetime(2026, 7, 14, 8, 12, 53, 353000), "index": 0, "power.draw": 631.95,
-                   "temperature.gpu": 59, "memory.used": 19818, "utilization.gpu": 100}
+    assert row == {
+        "timestamp": datetime(2026, 7, 14, 8, 12, 53, 353000),
+        "index": 0,
+        "power.draw": 631.95,
+        "temperature.gpu": 59,
+        "memory.used": 19818,
+        "utilization.gpu": 100,
+    }
 
 
 @pytest.mark.parametrize("unit", smi.UNITS)
@@ -214,8 +297,16 @@ def test_text_that_only_looks_like_units_stays_text():
     assert smi.parse_value("Not Active", "x") == "Not Active"
 
 
-LOST_FIELDS = ["timestamp", "index", "uuid", "power.draw.instant", "power.draw.average", "temperature.gpu",
-               "clocks.sm", "clocks_event_reasons.active"]
+LOST_FIELDS = [
+    "timestamp",
+    "index",
+    "uuid",
+    "power.draw.instant",
+    "power.draw.average",
+    "temperature.gpu",
+    "clocks.sm",
+    "clocks_event_reasons.active",
+]
 
 
 def test_error_line_after_a_good_row_names_the_gpu_and_keeps_the_row_c10():
@@ -224,9 +315,18 @@ def test_error_line_after_a_good_row_names_the_gpu_and_keeps_the_row_c10():
     assert err.value.device == "GPU 0000:11:00.0" and str(err.value).startswith("GPU 0000:11:00.0: ")
     assert "Unable to determine the device handle" in str(err.value)
     assert isinstance(err.value, smi.SmiOutputError)
-    assert err.value.rows == [{"timestamp": datetime(2024, 3, 15, 13, 57, 59, 791000), "index": 0, "uuid": "GPU-x",
-                               "power.draw.instant": 70.68, "power.draw.average": 70.89, "temperature.gpu": 26,
-                               "clocks.sm": 345, "clocks_event_reasons.active": 1}]
+    assert err.value.rows == [
+        {
+            "timestamp": datetime(2024, 3, 15, 13, 57, 59, 791000),
+            "index": 0,
+            "uuid": "GPU-x",
+            "power.draw.instant": 70.68,
+            "power.draw.average": 70.89,
+            "temperature.gpu": 26,
+            "clocks.sm": 345,
+            "clocks_event_reasons.active": 1,
+        }
+    ]
 
 
 def test_probe_with_an_error_line_and_exit_status_0_is_a_measurement_error_naming_the_gpu_c10():
@@ -247,22 +347,57 @@ def test_error_line_of_a_one_field_query_is_not_taken_for_a_value():
 
 def test_list_gpus_keeps_the_gpus_listed_before_a_lost_one():
     def run(argv):
-        return 0, ("0, NVIDIA H200, GPU-a, 00000000:06:00.0\n"
-                   "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error\n")
+        return 0, (
+            "0, NVIDIA H200, GPU-a, 00000000:06:00.0\n"
+            "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error\n"
+        )
 
-    assert smi.list_gpus(run=run) == [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-a",
-                                       "pci_bus_id": "00000000:06:00.0"}]
+    assert smi.list_gpus(run=run) == [
+        {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-a", "pci_bus_id": "00000000:06:00.0"}
+    ]
 
 
 def test_streamed_error_line_is_an_event_naming_the_gpu_and_good_rows_are_kept_c10():
-    roles = dict(zip(["timestamp", "index", "uuid", "power_instant_w", "power_w", "temperature_c", "sm_clock_mhz",
-                      "clocks_event_reasons"], LOST_FIELDS, strict=True))
+    roles = dict(
+        zip(
+            [
+                "timestamp",
+                "index",
+                "uuid",
+                "power_instant_w",
+                "power_w",
+                "temperature_c",
+                "sm_clock_mhz",
+                "clocks_event_reasons",
+            ],
+            LOST_FIELDS,
+            strict=True,
+        )
+    )
     stream = smi.SmiStream(roles)
     samples, events = stream.feed(read("lost_gpu_line_rc0.txt").encode(), read_t_s=2.5)
-    assert samples == [(2.5, {"index": 0, "uuid": "GPU-x", "power_instant_w": 70.68, "power_w": 70.89,
-                              "temperature_c": 26, "sm_clock_mhz": 345, "clocks_event_reasons": 1})]
-    assert events == [{"event": "nvidia_smi_error", "device": "GPU 0000:11:00.0", "t_s": 2.5,
-                       "line": "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error"}]
+    assert samples == [
+        (
+            2.5,
+            {
+                "index": 0,
+                "uuid": "GPU-x",
+                "power_instant_w": 70.68,
+                "power_w": 70.89,
+                "temperature_c": 26,
+                "sm_clock_mhz": 345,
+                "clocks_event_reasons": 1,
+            },
+        )
+    ]
+    assert events == [
+        {
+            "event": "nvidia_smi_error",
+            "device": "GPU 0000:11:00.0",
+            "t_s": 2.5,
+            "line": "Unable to determine the device handle for GPU 0000:11:00.0: Unknown Error",
+        }
+    ]
 
 
 # ----------------------------------------------------------------------------- t_s on the monotonic clock
@@ -287,7 +422,7 @@ def test_clock_step_of_minus_2_s_moves_no_sample():
     t = [x[0] for x in out]
     assert len(out) == 40 and [x[1]["power_instant_w"] for x in out] == [100.0 + i for i in range(40)]
     gaps = [b - a for a, b in pairwise(t)]
-    assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)   # ordered, no gap
+    assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)  # ordered, no gap
     assert events == [{"event": "nvidia_smi_clock_step", "t_s": pytest.approx(0.1 + 0.05 * 20), "step_s": -2.0}]
 
 

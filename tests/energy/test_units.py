@@ -8,9 +8,9 @@ from gcbench import units
 
 
 def test_nvml_counter_mj_and_power_mw_to_si():
-    assert units.mj_to_j(2397136) == pytest.approx(2397.136)     # h200_nvml_probe.json energy_mJ
-    assert units.mw_to_w(79988) == pytest.approx(79.988)          # power_mW
-    assert units.w_to_mw(700.0) == 700000.0                       # limit_mW of the H200
+    assert units.mj_to_j(2397136) == pytest.approx(2397.136)  # h200_nvml_probe.json energy_mJ
+    assert units.mw_to_w(79988) == pytest.approx(79.988)  # power_mW
+    assert units.w_to_mw(700.0) == 700000.0  # limit_mW of the H200
     assert units.j_to_mj(units.mj_to_j(12014)) == pytest.approx(12014)
 
 

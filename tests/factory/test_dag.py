@@ -63,9 +63,9 @@ def test_trial_tasks_queue_in_single_gpu_pools(dag):
 
 def test_trial_tasks_push_no_xcom_nothing_reads(dag):
     # collect reads the trial folders; a pushed return value would cost an API call per trial
-    for task_id in ("run_trial_gpu0", "run_trial_gpu0_1"):          # mapped: the setting is a partial kwarg
+    for task_id in ("run_trial_gpu0", "run_trial_gpu0_1"):  # mapped: the setting is a partial kwarg
         assert dag.get_task(task_id).partial_kwargs["do_xcom_push"] is False
-    assert dag.get_task("collect").do_xcom_push is True          # check_trials reads collect's summary
+    assert dag.get_task("collect").do_xcom_push is True  # check_trials reads collect's summary
 
 
 def test_the_trial_task_timeout_is_a_backstop_above_the_gpu_wait_and_the_trial_limit(dag, monkeypatch):
@@ -79,8 +79,10 @@ def test_the_trial_task_timeout_is_a_backstop_above_the_gpu_wait_and_the_trial_l
     assert plan.trial_timeout_s + 60 < short < plan.trial_timeout_s + 60 + 600
 
 
-@pytest.mark.parametrize("error", [PlanError("p.yaml", 3, "variants", "unknown variant 'x'"), TypeError("2.0"),
-                                   ValueError("bad"), KeyError("k")])
+@pytest.mark.parametrize(
+    "error",
+    [PlanError("p.yaml", 3, "variants", "unknown variant 'x'"), TypeError("2.0"), ValueError("bad"), KeyError("k")],
+)
 def test_errors_a_retry_would_meet_again_fail_at_once(error):
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -152,8 +154,14 @@ def test_a_run_whose_steps_succeeded_and_stored_its_trials_is_green():
 def test_a_failed_expansion_fails_the_run_with_its_own_reason():
     from gcbench.factory.dag import run_verdict
 
-    states = {**OK, "expand_trials": "failed", "build_tokenizers": "upstream_failed", "collect": "skipped",
-              "validate": "skipped", "report": "skipped"}
+    states = {
+        **OK,
+        "expand_trials": "failed",
+        "build_tokenizers": "upstream_failed",
+        "collect": "skipped",
+        "validate": "skipped",
+        "report": "skipped",
+    }
     why = "expand_trials: PlanError: smoke: variants: unknown variant 'x'"
     reasons, _ = run_verdict(STEPS, states, {"expand_trials": why}, [], None)
     assert reasons == [why]

@@ -10,10 +10,16 @@ import pytest
 
 from gcbench.errors import PlanError
 from gcbench.factory.dag import build_dag
-from gcbench.plan.identifiers import (AIRFLOW_ID_MAX_CHARS, AIRFLOW_KEY_PATTERN, AIRFLOW_POOL_MAX_CHARS,
-                                      AIRFLOW_QUEUE_MAX_CHARS, MAP_INDEX_LABEL_MAX_CHARS, airflow_identifiers,
-                                      trial_label)
 from gcbench.plan import expand, load_plan, plan_from_text
+from gcbench.plan.identifiers import (
+    AIRFLOW_ID_MAX_CHARS,
+    AIRFLOW_KEY_PATTERN,
+    AIRFLOW_POOL_MAX_CHARS,
+    AIRFLOW_QUEUE_MAX_CHARS,
+    MAP_INDEX_LABEL_MAX_CHARS,
+    airflow_identifiers,
+    trial_label,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "tests" / "fixtures" / "cases" / "plans"
@@ -46,7 +52,9 @@ def test_limits_are_airflows():
     assert AIRFLOW_QUEUE_MAX_CHARS == TaskInstance.__table__.c.queue.type.length
     assert MAP_INDEX_LABEL_MAX_CHARS == TaskInstance.__table__.c.rendered_map_index.type.length
     ascii_chars = "".join(chr(c) for c in range(32, 127))
-    assert {c for c in ascii_chars if AIRFLOW_KEY_PATTERN.fullmatch(c)} == {c for c in ascii_chars if KEY_REGEX.match(c)}
+    assert {c for c in ascii_chars if AIRFLOW_KEY_PATTERN.fullmatch(c)} == {
+        c for c in ascii_chars if KEY_REGEX.match(c)
+    }
 
 
 @pytest.mark.parametrize("text,path", [(MULTI, None), (None, "smoke.yaml"), (None, "multigpu-co2e.yaml")])
@@ -66,16 +74,23 @@ def test_identifiers_checked_at_validate_are_those_of_the_built_dag(text, path):
 
 def test_c02_host_name_with_spaces_exits_2_at_validate_naming_the_field_and_line():
     plan = CASES / "host_name_with_spaces.yaml"
-    proc = subprocess.run([sys.executable, "-m", "gcbench.cli", "plan", "validate", str(plan)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "plan", "validate", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
         f"error: {plan}:5: hosts.gpu node 1: host name 'gpu node 1' becomes the Airflow task id 'collect_gpu node 1', "
-        "which may hold only ASCII letters, digits, '_', '.' and '-' (e.g. 'gpu-node-1')")
+        "which may hold only ASCII letters, digits, '_', '.' and '-' (e.g. 'gpu-node-1')"
+    )
 
 
-@pytest.mark.parametrize("host,name,safe", [("gpu/1", "gpu/1", "gpu-1"), ("gpü-1", "gpü-1", "gpu-1"),
-                                            ("a:b", "a:b", "a-b"), ("gpu\\n1", "gpu\n1", "gpu-1")])
+@pytest.mark.parametrize(
+    "host,name,safe",
+    [("gpu/1", "gpu/1", "gpu-1"), ("gpü-1", "gpü-1", "gpu-1"), ("a:b", "a:b", "a-b"), ("gpu\\n1", "gpu\n1", "gpu-1")],
+)
 def test_host_names_airflow_or_a_shell_would_misread_are_refused(host, name, safe):
     text = MULTI.replace("  beta:", f'  "{host}":')
     with pytest.raises(PlanError) as info:

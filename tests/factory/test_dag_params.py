@@ -19,8 +19,11 @@ def expand_trials_with(monkeypatch, conf: dict):
     import airflow.sdk
 
     plan = load_plan(REPO / "plans" / "nightly.yaml")
-    ctx = {"params": {"repetitions": None, "variants": [], "runner": "local", **conf}, "run_id": "manual__test",
-           "logical_date": None}
+    ctx = {
+        "params": {"repetitions": None, "variants": [], "runner": "local", **conf},
+        "run_id": "manual__test",
+        "logical_date": None,
+    }
     monkeypatch.setattr(airflow.sdk, "get_current_context", lambda: ctx)
     return build_dag(plan).get_task("expand_trials").python_callable
 
@@ -46,14 +49,19 @@ def test_c04_repetitions_2_0_reaches_expand_as_2(monkeypatch):
     assert seen == {"repetitions": 2, "only_variants": ()} and type(seen["repetitions"]) is int
 
 
-@pytest.mark.parametrize("conf,line", [
-    (json.loads((PARAMS / "unknown_variant.json").read_text()),
-     "variants: unknown variant 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?); plan 'nightly' has: "
-     "noop, h2d[memory=pinned], h2d[memory=pageable], tinylm-infer"),
-    ({"repetitions": 0}, "repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"),
-    ({"repetitions": "2"}, "repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got '2'"),
-    ({"runner": "dockr"}, "runner: must be one of local, docker (empty: the plan's), got 'dockr'"),
-])
+@pytest.mark.parametrize(
+    "conf,line",
+    [
+        (
+            json.loads((PARAMS / "unknown_variant.json").read_text()),
+            "variants: unknown variant 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?); plan 'nightly' has: "
+            "noop, h2d[memory=pinned], h2d[memory=pageable], tinylm-infer",
+        ),
+        ({"repetitions": 0}, "repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got 0"),
+        ({"repetitions": "2"}, "repetitions: must be a whole number from 1 to 1000 (empty: the plan's), got '2'"),
+        ({"runner": "dockr"}, "runner: must be one of local, docker (empty: the plan's), got 'dockr'"),
+    ],
+)
 def test_c04_params_that_got_past_the_form_are_refused_in_one_line(monkeypatch, conf, line):
     callable_ = expand_trials_with(monkeypatch, conf)
     with pytest.raises(Exception) as info:  # noqa: PT011 - the type is the failure policy's; the line is ours

@@ -32,9 +32,16 @@ def dagbag(dags_dir: Path, plans_dir: Path, tmp_path: Path) -> dict:
     import json
     import os
 
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "GCBENCH_PLANS_DIR": str(plans_dir),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "GCBENCH_HOME": str(tmp_path / "home")}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(dags_dir)], capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "GCBENCH_PLANS_DIR": str(plans_dir),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "GCBENCH_HOME": str(tmp_path / "home"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(dags_dir)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -49,7 +56,15 @@ def test_every_plan_imports_with_params_and_pools(tmp_path):
     assert sorted(bag["dags"]) == expected
     smoke = bag["dags"]["gcbench__smoke"]
     assert smoke["params"] == ["repetitions", "runner", "variants"]
-    assert {"expand_trials", "build_tokenizers", "trials_gpu0", "run_trial_gpu0", "collect", "validate", "report"} <= set(smoke["tasks"])
+    assert {
+        "expand_trials",
+        "build_tokenizers",
+        "trials_gpu0",
+        "run_trial_gpu0",
+        "collect",
+        "validate",
+        "report",
+    } <= set(smoke["tasks"])
     assert "gcbench_gpu0" in smoke["pools"]
     assert "gcbench" in smoke["tags"] and "smoke" in smoke["tags"]
 
@@ -90,8 +105,13 @@ def test_parsing_reads_only_the_yaml_files(tmp_path):
         builtins.open = real_open
         print(len(dags), dt, sorted({f for f in opened if not f.endswith('.py')}))
     """)
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "GCBENCH_PLANS_DIR": str(REPO / "plans"),
-           "GCBENCH_HOME": str(tmp_path / "home"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "GCBENCH_PLANS_DIR": str(REPO / "plans"),
+        "GCBENCH_HOME": str(tmp_path / "home"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     n, dt, files = out.stdout.strip().splitlines()[-1].split(" ", 2)
@@ -144,14 +164,21 @@ def test_any_failure_of_one_plan_leaves_the_other_plans_dags(tmp_path):
         dag = bag["dags"][dag_id]
         assert dag["tags"] == ["gcbench", "plan-error"] and dag["tasks"] == ["plan_error"], dag
     boom = bag["dags"]["gcbench__boom"]  # the plan loaded: its stand-in has the plan's dag_id and the traceback
-    assert boom["description"].startswith(f"plan error: {plans / 'boom.yaml'}: its DAG could not be built: "
-                                          "RuntimeError: notifier unavailable")
+    assert boom["description"].startswith(
+        f"plan error: {plans / 'boom.yaml'}: its DAG could not be built: RuntimeError: notifier unavailable"
+    )
     assert "Traceback" in boom["doc"] and 'raise RuntimeError("notifier unavailable")' in boom["doc"]
     c02 = bag["dags"]["gcbench__c02"]
-    assert c02["description"].startswith(f"plan error: {plans / 'c02.yaml'}:5: hosts.gpu node 1: host name 'gpu node 1'")
-    assert bag["dags"]["gcbench__c01"]["description"] == (
-        f"plan error: {plans / 'c01.yaml'}:14: schedule: '0 2 30 2 *' never fires: "
-        "Airflow's timetable finds no time that matches it")[:200]
+    assert c02["description"].startswith(
+        f"plan error: {plans / 'c02.yaml'}:5: hosts.gpu node 1: host name 'gpu node 1'"
+    )
+    assert (
+        bag["dags"]["gcbench__c01"]["description"]
+        == (
+            f"plan error: {plans / 'c01.yaml'}:14: schedule: '0 2 30 2 *' never fires: "
+            "Airflow's timetable finds no time that matches it"
+        )[:200]
+    )
 
 
 def test_stand_in_dag_of_a_plan_error_fails_with_file_line_and_field(tmp_path):

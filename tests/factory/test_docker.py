@@ -32,7 +32,9 @@ def specs():
 
 def test_trial_container_arguments():
     spec = specs()["copy"]
-    kw = trial_operator_kwargs(spec, "registry.example/gcbench-trial:1.0", Path("/data/runs/x"), home=Path("/data/home"))
+    kw = trial_operator_kwargs(
+        spec, "registry.example/gcbench-trial:1.0", Path("/data/runs/x"), home=Path("/data/home")
+    )
     assert kw["image"] == "registry.example/gcbench-trial:1.0"
     assert kw["command"] == ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR]
     assert kw["auto_remove"] == "force" and kw["mount_tmp_dir"] is False and kw["network_mode"] == "none"
@@ -52,8 +54,11 @@ def test_trial_container_arguments():
 
 
 def test_external_tokenizer_trial_mounts_binaries_and_sources_read_only():
-    plan = plan_from_text(PLAN.replace("  - name: copy", "  - name: lm\n    kind: tinylm\n"
-                                       "    settings: {path: external-go}\n  - name: copy"))
+    plan = plan_from_text(
+        PLAN.replace(
+            "  - name: copy", "  - name: lm\n    kind: tinylm\n    settings: {path: external-go}\n  - name: copy"
+        )
+    )
     spec = next(s for s in expand(plan, repetitions=1) if s.workload == "lm")
     kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"), native_dir=Path("/src/native"))
     by_target = {m["Target"]: m for m in kw["mounts"]}

@@ -38,8 +38,18 @@ def test_docker_build_kwargs_mount_sources_read_only_and_run_the_compiler_offlin
 def test_toolchain_image_build_argv_targets_the_toolchain_stage_with_a_local_base():
     argv = tk.toolchain_image_build_argv("rust", base_image="gcbench/debian:bookworm")
     assert argv == [
-        "docker", "build", "--network", "host", "--target", "toolchain", "-t", "gcbench/tokenizer-rust-toolchain:1",
-        "-f", str(REPO / "images" / "tokenizer-rust.Dockerfile"), "--build-arg", "BASE_IMAGE=gcbench/debian:bookworm",
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "--target",
+        "toolchain",
+        "-t",
+        "gcbench/tokenizer-rust-toolchain:1",
+        "-f",
+        str(REPO / "images" / "tokenizer-rust.Dockerfile"),
+        "--build-arg",
+        "BASE_IMAGE=gcbench/debian:bookworm",
         str(REPO / "native"),
     ]
 

@@ -38,8 +38,13 @@ def _run(tmp: Path, plan: Path, logical_date: str) -> dict:
     status_path = tmp / "status.json"
     status_path.unlink(missing_ok=True)
     env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow")}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path),
-                           "--logical-date", logical_date], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path), "--logical-date", logical_date],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert status_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     return json.loads(status_path.read_text())
 
@@ -50,8 +55,10 @@ def _rows(pg_url: str) -> list[tuple]:
     conn = psycopg2.connect(pg_url)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT r.logical_date, r.run_id, t.trial_id, t.variant, t.id, t.collected_at, t.status "
-                        "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id")
+            cur.execute(
+                "SELECT r.logical_date, r.run_id, t.trial_id, t.variant, t.id, t.collected_at, t.status "
+                "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id"
+            )
             return cur.fetchall()
     finally:
         conn.close()

@@ -27,8 +27,13 @@ def test_engine_unreachable_fails_the_run_and_stores_trials_as_never_ran(gcbench
     plan.write_text(PLAN)
     env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"), "DOCKER_HOST": f"unix://{tmp}/no-docker.sock"}
     status_path = tmp / "status.json"
-    subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path)],
-                   capture_output=True, text=True, env=env, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     status = json.loads(status_path.read_text())
     assert status["state"] == "failed"
     tasks = status["tasks"]

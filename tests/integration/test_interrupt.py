@@ -41,8 +41,11 @@ def _ours(marker: str) -> list[str]:
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
             cmdline = " ".join(p.info["cmdline"] or [])
-            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE and (
-                    marker in cmdline or p.environ().get("GCBENCH_HOME") == marker):
+            if (
+                p.pid != os.getpid()
+                and p.status() != psutil.STATUS_ZOMBIE
+                and (marker in cmdline or p.environ().get("GCBENCH_HOME") == marker)
+            ):
                 found.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:120]}")
         except psutil.Error:
             continue
@@ -69,8 +72,11 @@ def _query(env: dict, sql: str) -> list[list]:
 
 
 def _trials(env: dict) -> list[list]:
-    return _query(env, "SELECT r.run_id, t.trial_id, t.status, t.error, t.samples_count, t.samples_partial "
-                       "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id")
+    return _query(
+        env,
+        "SELECT r.run_id, t.trial_id, t.status, t.error, t.samples_count, t.samples_partial "
+        "FROM gcbench.trials t JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id",
+    )
 
 
 def _run_state(env: dict) -> list[list]:
@@ -86,15 +92,24 @@ def test_ctrl_c_stops_stores_reports_and_leaves_no_process(gcbench_env):
     env = {k: v for k, v in os.environ.items() if k != "GCBENCH_DATABASE_URL"}
     env.update({"AIRFLOW_HOME": str(tmp / "airflow"), "COLUMNS": "200"})
     # its own session, as a shell's job: SIGINT goes to the whole foreground process group
-    proc = subprocess.Popen([sys.executable, "-m", "gcbench.cli", "run", str(plan)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gcbench.cli", "run", str(plan)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     runs = Path(home) / "runs" / "ctrlc"
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # one trial done, the next one measuring
             done = list(runs.glob("*/*/result.json"))
-            measuring = [p for p in runs.glob("*/*/samples.csv") if not (p.parent / "result.json").exists()
-                         and p.stat().st_size > 200]
+            measuring = [
+                p
+                for p in runs.glob("*/*/samples.csv")
+                if not (p.parent / "result.json").exists() and p.stat().st_size > 200
+            ]
             if done and measuring:
                 break
             assert proc.poll() is None, proc.stdout.read()
@@ -124,10 +139,12 @@ def test_ctrl_c_stops_stores_reports_and_leaves_no_process(gcbench_env):
     assert stopped[4] > 0 and stopped[5] is True  # the samples it had, marked partial
     assert sum(1 for t in trials if t[2] == "ok") == done_n
     assert len(trials) == done_n + 1  # no trial started after the interrupted one
-    (run_id, interrupted_at, notes), = _run_state(env)
+    ((run_id, interrupted_at, notes),) = _run_state(env)
     assert interrupted_at is not None
-    assert notes == [f"Interrupted by SIGINT (Ctrl-C) after {done_n} of 4 trials; running it again does the "
-                     f"{missing_n} missing ones."]
+    assert notes == [
+        f"Interrupted by SIGINT (Ctrl-C) after {done_n} of 4 trials; running it again does the "
+        f"{missing_n} missing ones."
+    ]
     status = json.loads(sorted((Path(home) / "logs").glob("run-ctrlc-*.json"))[-1].read_text())
     assert status["state"] == "failed" and status["tasks"]["check_trials"] == "failed"
     report = Path(status["report"])
@@ -135,20 +152,25 @@ def test_ctrl_c_stops_stores_reports_and_leaves_no_process(gcbench_env):
     assert f"Interrupted by SIGINT (Ctrl-C) after {done_n} of 4 trials" in report.with_name("report.md").read_text()
 
     # the same command again resumes that run: only the missing trials run
-    again = subprocess.run([sys.executable, "-m", "gcbench.cli", "run", str(plan)], capture_output=True, text=True,
-                           env=env, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "run", str(plan)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert f"resuming the interrupted run {run_id}" in again.stdout
     after = _trials(env)
     assert {t[0] for t in after} == {run_id} and len(after) == 4 and all(t[2] == "ok" for t in after)
-    assert [t for t in after if t[1] in by_id and by_id[t[1]][2] == "ok"] == \
-        [t for t in trials if t[2] == "ok"]  # the trials done before were not run again
+    assert [t for t in after if t[1] in by_id and by_id[t[1]][2] == "ok"] == [
+        t for t in trials if t[2] == "ok"
+    ]  # the trials done before were not run again
     assert _ours(home) == []
-    (_, interrupted_at, notes), = _run_state(env)
+    ((_, interrupted_at, notes),) = _run_state(env)
     # the run's state follows the last attempt; its history stays, at the top of its report
     assert interrupted_at is None and len(notes) == 1
-    assert re.fullmatch(rf"Interrupted by SIGINT \(Ctrl-C\) after {done_n} of 4 trials at [-\d]+ [:\d]+ UTC; "
-                        r"resumed at [-\d]+ [:\d]+ UTC\.", notes[0]), notes
+    assert re.fullmatch(
+        rf"Interrupted by SIGINT \(Ctrl-C\) after {done_n} of 4 trials at [-\d]+ [:\d]+ UTC; "
+        r"resumed at [-\d]+ [:\d]+ UTC\.",
+        notes[0],
+    ), notes
     assert notes[0] in report.with_name("report.md").read_text()
     assert not (Path(home) / "runs" / "ctrlc" / "interrupted.json").exists()
     assert _ours(home) == []

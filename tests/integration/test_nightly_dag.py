@@ -13,14 +13,14 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TONIGHT = datetime(2026, 3, 8, 2, 0, tzinfo=timezone.utc)
+TONIGHT = datetime(2026, 3, 8, 2, 0, tzinfo=UTC)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,15 +59,23 @@ def _plant_history(pg_url: str, nights: int, value_s: float) -> None:
         cur.execute("INSERT INTO plans (plan_name, plan_sha256, plan) VALUES ('nightly', 'planted', '{}')")
         for n in range(1, nights + 1):
             logical = TONIGHT - timedelta(days=n)
-            cur.execute("INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
-                        "('nightly', 'gcbench__nightly', %s, %s) RETURNING id", (f"scheduled__{logical.isoformat()}", logical))
+            cur.execute(
+                "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES "
+                "('nightly', 'gcbench__nightly', %s, %s) RETURNING id",
+                (f"scheduled__{logical.isoformat()}", logical),
+            )
             run_pk = cur.fetchone()[0]
             for rep in range(3):
-                cur.execute("INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
-                            "spec, status, valid) VALUES (%s, %s, 'nightly', 'noop', 'noop', 'noop', %s, '{}', 'ok', true) "
-                            "RETURNING id", (run_pk, f"planted{rep}", rep))
-                cur.execute("INSERT INTO metrics (trial_pk, name, value) VALUES (%s, 'duration_s', %s)",
-                            (cur.fetchone()[0], value_s * (1 + 0.002 * (rep - 1))))
+                cur.execute(
+                    "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
+                    "spec, status, valid) VALUES (%s, %s, 'nightly', 'noop', 'noop', 'noop', %s, '{}', 'ok', true) "
+                    "RETURNING id",
+                    (run_pk, f"planted{rep}", rep),
+                )
+                cur.execute(
+                    "INSERT INTO metrics (trial_pk, name, value) VALUES (%s, 'duration_s', %s)",
+                    (cur.fetchone()[0], value_s * (1 + 0.002 * (rep - 1))),
+                )
     conn.close()
 
 
@@ -77,17 +85,36 @@ def test_nightly_regression_fails_the_check_and_notifies(gcbench_env, pg_url, we
     tmp = gcbench_env
     status_path = tmp / "status.json"
     env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow"), "GCBENCH_WEBHOOK_URL": url}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(REPO / "plans" / "nightly.yaml"),
-                           str(status_path), "--variant", "noop", "--logical-date", TONIGHT.isoformat()],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gcbench.factory.testrun",
+            str(REPO / "plans" / "nightly.yaml"),
+            str(status_path),
+            "--variant",
+            "noop",
+            "--logical-date",
+            TONIGHT.isoformat(),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert status_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     status = json.loads(status_path.read_text())
     assert status["state"] == "failed"
     tasks = status["tasks"]
     assert tasks["regression_check"] == "failed"
     assert {k: v for k, v in tasks.items() if k != "regression_check" and not k.startswith("run_trial")} == {
-        "expand_trials": "success", "trials_gpu0": "success", "collect": "success", "validate": "success",
-        "report": "success", "check_trials": "success"}
+        "expand_trials": "success",
+        "trials_gpu0": "success",
+        "collect": "success",
+        "validate": "success",
+        "report": "success",
+        "check_trials": "success",
+    }
     assert sorted(v for k, v in tasks.items() if k.startswith("run_trial_gpu0[")) == ["success"] * 3
 
     (payload,) = bodies

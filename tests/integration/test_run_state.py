@@ -33,8 +33,13 @@ workloads:
 def _run(tmp: Path, plan: Path, *args: str) -> tuple[dict, str]:
     status_path = tmp / f"status-{len(list(tmp.glob('status-*.json')))}.json"
     env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow")}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path), *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.factory.testrun", str(plan), str(status_path), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert status_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(status_path.read_text()), proc.stdout + proc.stderr
 
@@ -43,8 +48,10 @@ def _stored(pg_url: str) -> list[tuple]:
     import psycopg2
 
     with psycopg2.connect(pg_url) as conn, conn.cursor() as cur:
-        cur.execute("SELECT r.run_id, t.trial_id, t.status FROM gcbench.trials t "
-                    "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id")
+        cur.execute(
+            "SELECT r.run_id, t.trial_id, t.status FROM gcbench.trials t "
+            "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id ORDER BY t.id"
+        )
         return cur.fetchall()
 
 

@@ -19,8 +19,13 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     tmp = gcbench_env
     status_path = tmp / "status.json"
     env = {**os.environ, "AIRFLOW_HOME": str(tmp / "airflow")}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(REPO / "plans" / "smoke.yaml"),
-                           str(status_path)], capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.factory.testrun", str(REPO / "plans" / "smoke.yaml"), str(status_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert status_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     status = json.loads(status_path.read_text())
     assert status["state"] == "success", status
@@ -34,17 +39,22 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
 
     conn = psycopg2.connect(pg_url)
     with conn.cursor() as cur:
-        cur.execute("SELECT trial_id, kind, status, valid, simulated, samples_count, reasons, flags FROM gcbench.trials")
+        cur.execute(
+            "SELECT trial_id, kind, status, valid, simulated, samples_count, reasons, flags FROM gcbench.trials"
+        )
         rows = cur.fetchall()
         assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 21
+
         # every trial ran and was validated; the only reason a trial may be invalid here is the
         # throughput-stability rule: on a machine shared with other work a CPU-bound window can
         # be starved (h2d copies swung 5-13x between a window's halves on a 2-core machine at
         # load 10), and such a window is invalid by design (docs/measurement.md)
         def starved(r):
             return r[3] is False and r[6] and all(str(x).startswith("unstable window") for x in r[6])
+
         assert all(r[2] == "ok" and (r[3] is True or starved(r)) and r[4] is True for r in rows), "\n".join(
-            f"{r[0]} {r[1]} {r[2]} valid={r[3]}: {r[6]}" for r in rows if not (r[2] == "ok" and r[3] is True))
+            f"{r[0]} {r[1]} {r[2]} valid={r[3]}: {r[6]}" for r in rows if not (r[2] == "ok" and r[3] is True)
+        )
         n_valid = sum(r[3] is True for r in rows)
         assert all(r[5] >= 10 for r in rows)
         cur.execute("SELECT count(*) FROM gcbench.samples")
@@ -52,8 +62,10 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
         # every trial's main window recorded its progress (steps and their times)
         cur.execute("SELECT count(DISTINCT trial_pk) FROM gcbench.progress WHERE window_key = 'main'")
         assert cur.fetchone()[0] == len(rows)
-        cur.execute("SELECT t.kind, m.name, min(m.value), max(m.value) FROM gcbench.metrics m "
-                    "JOIN gcbench.trials t ON t.id = m.trial_pk GROUP BY t.kind, m.name")
+        cur.execute(
+            "SELECT t.kind, m.name, min(m.value), max(m.value) FROM gcbench.metrics m "
+            "JOIN gcbench.trials t ON t.id = m.trial_pk GROUP BY t.kind, m.name"
+        )
         metrics = {(k, n): (lo, hi) for k, n, lo, hi in cur.fetchall()}
         cur.execute("SELECT html_path FROM gcbench.reports")
         (html_path,) = cur.fetchone()
@@ -77,23 +89,43 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     assert (report.parent / "trials.csv").read_text().count("\n") == 22
 
     # the CLI writes the same run's report again and prints its path
-    cli = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"]], capture_output=True,
-                         text=True, env=env, timeout=300)
+    cli = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "report", status["run_id"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert cli.stdout.split() == [str(report), str(report.with_name("report.md"))]
     # --paper adds the study's headline tables beside it
-    paper = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", status["run_id"], "--paper"],
-                           capture_output=True, text=True, env=env, timeout=300)
+    paper = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "report", status["run_id"], "--paper"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert paper.returncode == 0, paper.stderr[-2000:]
-    assert paper.stdout.split() == [str(report), str(report.with_name("report.md")), str(report.with_name("paper.md")),
-                                    str(report.with_name("paper.tex"))]
+    assert paper.stdout.split() == [
+        str(report),
+        str(report.with_name("report.md")),
+        str(report.with_name("paper.md")),
+        str(report.with_name("paper.tex")),
+    ]
     tex = report.with_name("paper.tex").read_text()
     assert "\\toprule" in tex and "\\textbf{SIMULATED}" in tex and "GPU energy per token" in tex
-    missing = subprocess.run([sys.executable, "-m", "gcbench.cli", "report", "no-such-run"], capture_output=True,
-                             text=True, env=env, timeout=300)
+    missing = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "report", "no-such-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert missing.returncode == 1 and missing.stderr.strip() == "error: no stored run 'no-such-run'"
-    runs = subprocess.run([sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env,
-                          timeout=300)
+    runs = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert runs.returncode == 0
     row = next(line for line in runs.stdout.splitlines() if status["run_id"] in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]

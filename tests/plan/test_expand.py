@@ -40,22 +40,36 @@ def test_randomized_order_is_seeded_and_sequential_is_plan_order():
     seq = [s.trial_id for s in expand(plan_from_text(PLAN + "order: sequential\n"))]
     assert a == b and sorted(a) == sorted(seq) and a != seq
     seq_specs = expand(plan_from_text(PLAN + "order: sequential\n"))
-    assert [(s.variant, s.repetition) for s in seq_specs][:2] == [("copy[memory=pinned,size_bytes=1048576]", 0),
-                                                                 ("copy[memory=pinned,size_bytes=1048576]", 1)]
+    assert [(s.variant, s.repetition) for s in seq_specs][:2] == [
+        ("copy[memory=pinned,size_bytes=1048576]", 0),
+        ("copy[memory=pinned,size_bytes=1048576]", 1),
+    ]
 
 
 def test_trial_ids_are_stable_across_processes():
-    code = ("from gcbench.plan import expand, plan_from_text; import sys, json; "
-            "print(json.dumps(sorted(s.trial_id for s in expand(plan_from_text(sys.stdin.read())))))")
-    out = subprocess.run([sys.executable, "-c", code], input=PLAN, capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"}).stdout
+    code = (
+        "from gcbench.plan import expand, plan_from_text; import sys, json; "
+        "print(json.dumps(sorted(s.trial_id for s in expand(plan_from_text(sys.stdin.read())))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=PLAN,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"},
+    ).stdout
     assert json.loads(out) == sorted(s.trial_id for s in expand(plan_from_text(PLAN)))
 
 
 def test_trial_id_pinned_value():
     # The id is sha256(plan + "\n" + canonical spec)[:16]; pinning one value catches any
     # accidental change of the canonical form, which would orphan every stored trial.
-    spec = next(s for s in expand(plan_from_text(PLAN)) if s.variant == "copy[memory=pinned,size_bytes=1048576]" and s.repetition == 0)
+    spec = next(
+        s
+        for s in expand(plan_from_text(PLAN))
+        if s.variant == "copy[memory=pinned,size_bytes=1048576]" and s.repetition == 0
+    )
     assert spec.trial_id == spec.compute_id()
     import hashlib
 
@@ -94,7 +108,7 @@ def test_ids_do_not_change_with_the_until_stable_warm_up_option():
     spec = expand(plan_from_text(PLAN))[0]
     canonical = json.loads(spec.canonical_json())
     assert "until_stable" not in canonical["warmup"] and "until_stable" not in canonical["window"]
-    assert spec.trial_id == "45f2a08475fc8a4e"      # as computed before the option existed
+    assert spec.trial_id == "45f2a08475fc8a4e"  # as computed before the option existed
     stable = expand(plan_from_text(PLAN + "warmup: {until_stable: {cv_max: 0.05, max_seconds: 30}}\n"))[0]
     assert stable.warmup.until_stable.cv_max == 0.05 and stable.warmup.until_stable.steps == 5
     assert stable.trial_id != spec.trial_id

@@ -66,18 +66,25 @@ def test_repetitions_other_than_a_whole_number_from_1_to_1000_are_refused(nightl
 def test_unknown_variants_are_refused_with_the_plans_variants(nightly):
     with pytest.raises(RunParamsError) as info:
         run_params(nightly, variants=["noop", "tinylm-infer[path=typo]", "h2d[memory=pined]"])
-    assert str(info.value) == ("variants: unknown variants 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?), "
-                               "'h2d[memory=pined]' (did you mean 'h2d[memory=pinned]'?); "
-                               f"plan 'nightly' has: {NIGHTLY_VARIANTS}")
+    assert str(info.value) == (
+        "variants: unknown variants 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?), "
+        "'h2d[memory=pined]' (did you mean 'h2d[memory=pinned]'?); "
+        f"plan 'nightly' has: {NIGHTLY_VARIANTS}"
+    )
 
 
 def test_long_variant_lists_are_cut_in_errors():
     from gcbench.plan import plan_from_text
 
-    plan = plan_from_text("name: wide\nworkloads: [{name: w, kind: noop, matrix: {tick_s: "
-                          f"[{', '.join(str(i / 100) for i in range(1, 41))}]}}}}]\n")
-    with pytest.raises(RunParamsError, match=r"plan 'wide' has: w\[tick_s=0.01\], .*w\[tick_s=0.3\], \.\.\. "
-                                             r"\(10 more: gcbench plan expand lists them\)$"):
+    plan = plan_from_text(
+        "name: wide\nworkloads: [{name: w, kind: noop, matrix: {tick_s: "
+        f"[{', '.join(str(i / 100) for i in range(1, 41))}]}}}}]\n"
+    )
+    with pytest.raises(
+        RunParamsError,
+        match=r"plan 'wide' has: w\[tick_s=0.01\], .*w\[tick_s=0.3\], \.\.\. "
+        r"\(10 more: gcbench plan expand lists them\)$",
+    ):
         run_params(plan, variants=["zzz"])
 
 
@@ -93,7 +100,9 @@ def test_variants_keep_their_order_once_each(nightly):
 
 def test_runner_from_its_choices(nightly):
     assert run_params(nightly, runner="docker").runner == "docker"
-    with pytest.raises(RunParamsError, match=r"^--runner: must be one of local, docker \(empty: the plan's\), got 'dockr'$"):
+    with pytest.raises(
+        RunParamsError, match=r"^--runner: must be one of local, docker \(empty: the plan's\), got 'dockr'$"
+    ):
         run_params(nightly, runner="dockr", names={"runner": "--runner"})
 
 
@@ -122,17 +131,32 @@ def test_c04_unknown_variant_is_refused_by_airflow_and_by_expand_trials(nightly,
     from airflow.exceptions import ParamValidationError
 
     conf = json.loads((PARAMS / "unknown_variant.json").read_text())
-    with pytest.raises(ParamValidationError, match=r"Invalid input for param variants: 'tinylm-infer\[path=typo\]' "
-                                                   r"is not one of \['noop', "):
+    with pytest.raises(
+        ParamValidationError,
+        match=r"Invalid input for param variants: 'tinylm-infer\[path=typo\]' "
+        r"is not one of \['noop', ",
+    ):
         airflow_validate(serialized_dag, conf)
     with pytest.raises(RunParamsError) as info:  # a run that got past the form anyway
         run_params_from_conf(nightly, conf)
-    assert str(info.value) == ("variants: unknown variant 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?); "
-                               f"plan 'nightly' has: {NIGHTLY_VARIANTS}")
+    assert str(info.value) == (
+        "variants: unknown variant 'tinylm-infer[path=typo]' (did you mean 'tinylm-infer'?); "
+        f"plan 'nightly' has: {NIGHTLY_VARIANTS}"
+    )
 
 
-@pytest.mark.parametrize("conf", [{"repetitions": 0}, {"repetitions": -1}, {"repetitions": 2.5}, {"repetitions": "3"},
-                                  {"variants": "noop"}, {"variants": ["noop", "noop"]}, {"runner": "dockr"}])
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"repetitions": 0},
+        {"repetitions": -1},
+        {"repetitions": 2.5},
+        {"repetitions": "3"},
+        {"variants": "noop"},
+        {"variants": ["noop", "noop"]},
+        {"runner": "dockr"},
+    ],
+)
 def test_airflow_refuses_what_the_param_schemas_can_say(nightly, serialized_dag, conf):
     from airflow.exceptions import ParamValidationError
 
@@ -140,8 +164,15 @@ def test_airflow_refuses_what_the_param_schemas_can_say(nightly, serialized_dag,
         airflow_validate(serialized_dag, conf)
 
 
-@pytest.mark.parametrize("conf", [{}, {"repetitions": None, "variants": None}, {"variants": []},
-                                  {"repetitions": 3, "variants": ["tinylm-infer", "noop"], "runner": "docker"}])
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {},
+        {"repetitions": None, "variants": None},
+        {"variants": []},
+        {"repetitions": 3, "variants": ["tinylm-infer", "noop"], "runner": "docker"},
+    ],
+)
 def test_airflow_accepts_what_run_params_accepts(nightly, serialized_dag, conf):
     params = airflow_validate(serialized_dag, conf)
     run_params_from_conf(nightly, params)

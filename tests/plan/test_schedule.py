@@ -26,22 +26,30 @@ def test_c01_a_schedule_that_never_fires_names_schedule_and_its_line():
 
 def test_c01_plan_validate_exits_2_with_one_line():
     plan = CASES / "schedule_never_fires.yaml"
-    proc = subprocess.run([sys.executable, "-m", "gcbench.cli", "plan", "validate", str(plan)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", "plan", "validate", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == (f"error: {plan}:14: schedule: '0 2 30 2 *' never fires: "
-                                   "Airflow's timetable finds no time that matches it")
+    assert proc.stderr.strip() == (
+        f"error: {plan}:14: schedule: '0 2 30 2 *' never fires: Airflow's timetable finds no time that matches it"
+    )
 
 
-@pytest.mark.parametrize("schedule,message", [
-    ("'0 0 31 2,4,6,9,11 *'", "never fires"),                 # 31st of months that have 30 days or fewer
-    ("'0 0 1 1 * 0 2020'", "never fires"),                    # a year field in the past
-    ("'0 0 1 1 * 0 2020-2028'", "stops firing: Airflow's timetable finds no run after"),
-    ("'61 * * * *'", "is not a valid cron expression for Airflow: [61 * * * *] is not acceptable, out of range"),
-    ("'every night'", "is not a valid cron expression for Airflow"),
-    ("'@midnight'", "unknown schedule preset '@midnight'; Airflow's presets: @once, @hourly"),
-    ("'@continuous'", "unknown schedule preset"),
-])
+@pytest.mark.parametrize(
+    "schedule,message",
+    [
+        ("'0 0 31 2,4,6,9,11 *'", "never fires"),  # 31st of months that have 30 days or fewer
+        ("'0 0 1 1 * 0 2020'", "never fires"),  # a year field in the past
+        ("'0 0 1 1 * 0 2020-2028'", "stops firing: Airflow's timetable finds no run after"),
+        ("'61 * * * *'", "is not a valid cron expression for Airflow: [61 * * * *] is not acceptable, out of range"),
+        ("'every night'", "is not a valid cron expression for Airflow"),
+        ("'@midnight'", "unknown schedule preset '@midnight'; Airflow's presets: @once, @hourly"),
+        ("'@continuous'", "unknown schedule preset"),
+    ],
+)
 def test_schedules_airflow_would_not_run_are_refused(schedule, message):
     with pytest.raises(PlanError) as info:
         plan_from_text("# nightly\n" + PLAN.format(schedule=schedule), "s.yaml")

@@ -45,8 +45,15 @@ def trial_items(specs, run_dir: Path) -> list[dict]:
     items = []
     for spec in specs:
         outdir = run_dir / spec.trial_id
-        items.append({"trial_id": spec.trial_id, "label": f"{spec.variant} #{spec.repetition}",
-                      "spec_path": str(write_spec(spec, outdir)), "outdir": str(outdir), "devices": spec.devices})
+        items.append(
+            {
+                "trial_id": spec.trial_id,
+                "label": f"{spec.variant} #{spec.repetition}",
+                "spec_path": str(write_spec(spec, outdir)),
+                "outdir": str(outdir),
+                "devices": spec.devices,
+            }
+        )
     return items
 
 

@@ -13,9 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from reliability_support import (FAKE_NVML, complete_rows, noop_plan, query, run_ctx, small_filesystem, trial_items,
-                      write_samples)
+from reliability_support import (
+    FAKE_NVML,
+    complete_rows,
+    noop_plan,
+    query,
+    run_ctx,
+    small_filesystem,
+    trial_items,
+    write_samples,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -49,10 +56,9 @@ def test_trial_sigkilled_mid_window_is_failed_with_log_tail_partial_samples_and_
     """SIGKILL the trial process itself while its 30 s window is open."""
     from gcbench.energy.nvml import process_tree
     from gcbench.factory.local import RunnerOutcome, trial_argv, trial_env
+    from gcbench.plan import expand
     from gcbench.store import db
     from gcbench.validate import validate_run
-
-    from gcbench.plan import expand
 
     plan = noop_plan("killed", window="{seconds: 30}")
     spec = expand(plan)[0]
@@ -60,11 +66,21 @@ def test_trial_sigkilled_mid_window_is_failed_with_log_tail_partial_samples_and_
     outdir = Path(item["outdir"])
     started = time.monotonic()
     with open(outdir / "runner.log", "ab") as log:
-        proc = subprocess.Popen(trial_argv(item["spec_path"], str(outdir)), stdout=log, stderr=subprocess.STDOUT,
-                                env=trial_env(spec), start_new_session=True)
+        proc = subprocess.Popen(
+            trial_argv(item["spec_path"], str(outdir)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=trial_env(spec),
+            start_new_session=True,
+        )
     try:
-        _wait_for(lambda: "window main begins" in (outdir / "trial.log").read_text()
-                  if (outdir / "trial.log").exists() else False, 60, "the window to open")
+        _wait_for(
+            lambda: (
+                "window main begins" in (outdir / "trial.log").read_text() if (outdir / "trial.log").exists() else False
+            ),
+            60,
+            "the window to open",
+        )
         # at least two flushes (every 0.5 s) of samples inside the window
         _wait_for(lambda: complete_rows(outdir / "samples.csv") >= 20, 30, "samples to be flushed")
         sampler = process_tree(proc.pid) - {proc.pid}
@@ -83,21 +99,24 @@ def test_trial_sigkilled_mid_window_is_failed_with_log_tail_partial_samples_and_
 
     summary = _collect(plan, [item])
     assert summary["stored"] == 1 and summary["failed"] == 1 and summary["samples"] == written
-    (status, exit_code, error, tail, partial, n, n_metrics), = query(
-        pg_url, "SELECT status, exit_code, error, log_tail, samples_partial, samples_count, "
-                "(SELECT count(*) FROM metrics m WHERE m.trial_pk = t.id) FROM trials t")
+    ((status, exit_code, error, tail, partial, n, n_metrics),) = query(
+        pg_url,
+        "SELECT status, exit_code, error, log_tail, samples_partial, samples_count, "
+        "(SELECT count(*) FROM metrics m WHERE m.trial_pk = t.id) FROM trials t",
+    )
     assert (status, exit_code, partial, n, n_metrics) == ("failed", -9, True, written, 0)
     assert "exit status -9" in error
     assert "window main begins" in tail and "--- trial.log ---" in tail
     assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == written
     with db.connection() as conn:
         summary = validate_run(conn, query(pg_url, "SELECT id FROM dag_runs")[0][0], plan.validation)
-    (valid, reasons), = query(pg_url, "SELECT valid, reasons FROM trials")
+    ((valid, reasons),) = query(pg_url, "SELECT valid, reasons FROM trials")
     assert valid is False and any(r.startswith("trial failed") and "exit status -9" in r for r in reasons)
 
 
 def test_trial_killed_mid_window_turns_its_dag_run_red_with_the_reason_after_storing_and_reporting_all(
-        gcbench_env, pg_url):
+    gcbench_env, pg_url
+):
     """dag.test() of 3 no-op trials; one SIGKILLs itself mid-window (fault injection): the
     others are collected and reported, then check_trials fails the run naming the trial."""
     plan_path = gcbench_env / "dagkill.yaml"
@@ -106,20 +125,29 @@ def test_trial_killed_mid_window_turns_its_dag_run_red_with_the_reason_after_sto
         "energy: {backend: simulated}\n"
         "workloads:\n"
         "  - {name: ok, kind: noop, repetitions: 2}\n"
-        "  - {name: killed, kind: noop, settings: {kill_self_after_s: 0.6}}\n")
+        "  - {name: killed, kind: noop, settings: {kill_self_after_s: 0.6}}\n"
+    )
     status_path = gcbench_env / "status.json"
     env = {**os.environ, "AIRFLOW_HOME": str(gcbench_env / "airflow")}
-    proc = subprocess.run([sys.executable, "-m", "gcbench.factory.testrun", str(plan_path), str(status_path)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.factory.testrun", str(plan_path), str(status_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert status_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     status = json.loads(status_path.read_text())
     assert status["state"] == "failed", status
     assert {k: v for k, v in status["tasks"].items() if v != "success"} == {"check_trials": "failed"}
     assert sum(k.startswith("run_trial_gpu0[") for k in status["tasks"]) == 3
 
-    rows = query(pg_url, "SELECT t.workload, t.status, t.exit_code, t.samples_partial, t.samples_count, t.valid, "
-                         "(SELECT count(*) FROM metrics m WHERE m.trial_pk = t.id), t.trial_id "
-                         "FROM trials t ORDER BY t.workload, t.repetition")
+    rows = query(
+        pg_url,
+        "SELECT t.workload, t.status, t.exit_code, t.samples_partial, t.samples_count, t.valid, "
+        "(SELECT count(*) FROM metrics m WHERE m.trial_pk = t.id), t.trial_id "
+        "FROM trials t ORDER BY t.workload, t.repetition",
+    )
     assert [(r[0], r[1]) for r in rows] == [("killed", "failed"), ("ok", "ok"), ("ok", "ok")]
     killed = rows[0]
     assert killed[2] == -9 and killed[3] is True and killed[4] > 0 and killed[5] is False and killed[6] == 0
@@ -127,15 +155,17 @@ def test_trial_killed_mid_window_turns_its_dag_run_red_with_the_reason_after_sto
     report = Path(status["report"]).with_suffix(".md").read_text()
     assert f"`{killed[7]}`" in report and "exit status -9" in report
     reason = proc.stdout + proc.stderr
-    assert f"1 trial(s) failed: {killed[7]} (killed #0): trial process ended without a result (exit status -9)" \
-        in reason, reason[-3000:]
+    assert (
+        f"1 trial(s) failed: {killed[7]} (killed #0): trial process ended without a result (exit status -9)" in reason
+    ), reason[-3000:]
 
 
 # ----------------------------------------------------------------------------- PostgreSQL stopped
 
 
 def test_postgres_stopped_while_collect_runs_fails_the_task_and_the_retry_stores_every_sample_once(
-        stoppable_pg, tmp_path):
+    stoppable_pg, tmp_path
+):
     from gcbench.errors import StoreError
     from gcbench.plan import expand
 
@@ -169,12 +199,21 @@ def test_postgres_stopped_while_collect_runs_fails_the_task_and_the_retry_stores
     assert 1 <= committed < len(items), "the server was stopped in the middle of collect"
     summary = _collect(plan, items)  # Airflow's retry runs the same task body
     assert summary["stored"] + summary["unchanged"] == len(items)
-    per_trial = dict(query(stoppable_pg.url, "SELECT t.trial_id, count(s.*) FROM trials t "
-                                             "LEFT JOIN samples s ON s.trial_pk = t.id GROUP BY t.trial_id"))
+    per_trial = dict(
+        query(
+            stoppable_pg.url,
+            "SELECT t.trial_id, count(s.*) FROM trials t LEFT JOIN samples s ON s.trial_pk = t.id GROUP BY t.trial_id",
+        )
+    )
     assert per_trial == written
     assert query(stoppable_pg.url, "SELECT trial_id, samples_count FROM trials ORDER BY 1") == sorted(written.items())
-    assert query(stoppable_pg.url, "SELECT count(*) FROM (SELECT trial_pk, t_s FROM samples GROUP BY 1, 2 "
-                                   "HAVING count(*) > 1) d")[0][0] == 0
+    assert (
+        query(
+            stoppable_pg.url,
+            "SELECT count(*) FROM (SELECT trial_pk, t_s FROM samples GROUP BY 1, 2 HAVING count(*) > 1) d",
+        )[0][0]
+        == 0
+    )
 
 
 def _count(url: str, table: str) -> int:
@@ -207,10 +246,13 @@ def _real_trials(plan, run_dir: Path) -> list[dict]:
 
 
 def _duplicates(url: str) -> int:
-    return query(url, "SELECT (SELECT count(*) FROM (SELECT dag_run_id, trial_id FROM trials GROUP BY 1, 2 "
-                      "HAVING count(*) > 1) a) + (SELECT count(*) FROM (SELECT trial_pk, t_s, device FROM samples "
-                      "GROUP BY 1, 2, 3 HAVING count(*) > 1) b) + (SELECT count(*) FROM (SELECT dag_id, run_id "
-                      "FROM dag_runs GROUP BY 1, 2 HAVING count(*) > 1) c)")[0][0]
+    return query(
+        url,
+        "SELECT (SELECT count(*) FROM (SELECT dag_run_id, trial_id FROM trials GROUP BY 1, 2 "
+        "HAVING count(*) > 1) a) + (SELECT count(*) FROM (SELECT trial_pk, t_s, device FROM samples "
+        "GROUP BY 1, 2, 3 HAVING count(*) > 1) b) + (SELECT count(*) FROM (SELECT dag_id, run_id "
+        "FROM dag_runs GROUP BY 1, 2 HAVING count(*) > 1) c)",
+    )[0][0]
 
 
 def test_collect_run_twice_stores_every_row_once(gcbench_env, pg_url):
@@ -243,8 +285,10 @@ def test_two_collectors_of_one_dag_run_at_once_store_no_duplicates(gcbench_env, 
     plan = noop_plan("concurrent", repetitions=4)
     items = _real_trials(plan, gcbench_env / "run")
     summaries = _race(how, 2, plan, text, items, ["manual__same", "manual__same"], gcbench_env)
-    assert sorted(s["stored"] for s in summaries) in ([0, 4], [1, 3], [2, 2]) and \
-        sum(s["stored"] + s["unchanged"] for s in summaries) == 8
+    assert (
+        sorted(s["stored"] for s in summaries) in ([0, 4], [1, 3], [2, 2])
+        and sum(s["stored"] + s["unchanged"] for s in summaries) == 8
+    )
     rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)
     assert query(pg_url, "SELECT count(*) FROM trials")[0][0] == 4
     assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
@@ -259,10 +303,20 @@ def test_two_dag_runs_of_one_plan_collecting_at_once_store_each_run_once(gcbench
     items_a = _real_trials(plan, gcbench_env / "run_a")
     items_b = _real_trials(plan, gcbench_env / "run_b")
     # each run collected twice, all four collectors at once
-    _race("processes", 4, plan, text, [items_a, items_b, items_a, items_b],
-          ["manual__a", "manual__b", "manual__a", "manual__b"], gcbench_env)
-    per_run = dict(query(pg_url, "SELECT r.run_id, count(t.*) FROM dag_runs r JOIN trials t ON t.dag_run_id = r.id "
-                                 "GROUP BY r.run_id"))
+    _race(
+        "processes",
+        4,
+        plan,
+        text,
+        [items_a, items_b, items_a, items_b],
+        ["manual__a", "manual__b", "manual__a", "manual__b"],
+        gcbench_env,
+    )
+    per_run = dict(
+        query(
+            pg_url, "SELECT r.run_id, count(t.*) FROM dag_runs r JOIN trials t ON t.dag_run_id = r.id GROUP BY r.run_id"
+        )
+    )
     assert per_run == {"manual__a": 3, "manual__b": 3}
     rows = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items_a + items_b)
     assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows
@@ -291,9 +345,14 @@ def _race(how, n, plan, plan_text, items, run_ids, tmp: Path) -> list[dict]:
     procs = []
     for k in range(n):
         (tmp / f"items{k}.json").write_text(json.dumps(per[k]))
-        procs.append(subprocess.Popen([sys.executable, "-c", COLLECT_SCRIPT, str(tmp / "plan.yaml"),
-                                       str(tmp / f"items{k}.json"), run_ids[k]], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", COLLECT_SCRIPT, str(tmp / "plan.yaml"), str(tmp / f"items{k}.json"), run_ids[k]],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=120)
@@ -390,15 +449,17 @@ def test_nearly_full_output_folder_is_refused_before_the_window(tmp_path):
 
 def _nvml_trial(tmp: Path, monkeypatch, foreign_pid: int | None):
     from gcbench.factory.local import run_local
-    from gcbench.plan import plan_from_text, expand
+    from gcbench.plan import expand, plan_from_text
 
     monkeypatch.setenv("PYTHONPATH", str(FAKE_NVML) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if foreign_pid is None:
         monkeypatch.delenv("GCBENCH_FAKE_NVML_FOREIGN_PID", raising=False)
     else:
         monkeypatch.setenv("GCBENCH_FAKE_NVML_FOREIGN_PID", str(foreign_pid))
-    plan = plan_from_text("name: foreign\ndevices: [0]\nrepetitions: 1\nwindow: {seconds: 1.5}\n"
-                          "energy: {backend: nvml}\nworkloads: [{name: noop, kind: noop}]\n")
+    plan = plan_from_text(
+        "name: foreign\ndevices: [0]\nrepetitions: 1\nwindow: {seconds: 1.5}\n"
+        "energy: {backend: nvml}\nworkloads: [{name: noop, kind: noop}]\n"
+    )
     spec = expand(plan)[0]
     item = trial_items([spec], tmp)[0]
     outcome = run_local(spec, Path(item["outdir"]), 60)
@@ -424,7 +485,7 @@ def test_foreign_process_on_the_gpu_during_the_window_makes_the_trial_invalid(gc
     _collect(plan, [item])
     with db.connection() as conn:
         validate_run(conn, query(pg_url, "SELECT id FROM dag_runs")[0][0], plan.validation)
-    (valid, reasons, flags), = query(pg_url, "SELECT valid, reasons, flags FROM trials")
+    ((valid, reasons, flags),) = query(pg_url, "SELECT valid, reasons, flags FROM trials")
     assert valid is False and "a foreign process used the GPU during the window" in reasons
 
 
@@ -441,8 +502,8 @@ def test_process_tree_holds_the_trials_children_and_not_its_parent():
     try:
         tree = process_tree(os.getpid())
         assert {os.getpid(), child.pid} <= tree and os.getppid() not in tree
-        foreign, gone = classify_gpu_processes({os.getpid(), child.pid, os.getppid(), 2 ** 22 + 7}, os.getpid())
-        assert set(foreign) == {os.getppid()} and gone == {2 ** 22 + 7}
+        foreign, gone = classify_gpu_processes({os.getpid(), child.pid, os.getppid(), 2**22 + 7}, os.getpid())
+        assert set(foreign) == {os.getppid()} and gone == {2**22 + 7}
     finally:
         child.kill()
         child.wait()

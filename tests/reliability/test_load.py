@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from reliability_support import NOOP_PLAN, complete_rows, noop_plan, query, run_ctx, trial_items
 
 from gcbench.energy.base import SAMPLE_COLUMNS
 from gcbench.plan import expand
-from reliability_support import NOOP_PLAN, complete_rows, noop_plan, query, run_ctx, trial_items
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,7 +35,9 @@ def test_plan_of_1000_noop_trials_runs_through_the_local_runner_and_all_are_coll
     # a bounded pool, as Airflow's pool slots bound a real run; short trials, so the
     # processes' start-up dominates and 4 workers keep both cores busy
     with ThreadPoolExecutor(4) as pool:
-        outcomes = list(pool.map(lambda si: run_local(si[0], Path(si[1]["outdir"]), 120), zip(specs, items, strict=True)))
+        outcomes = list(
+            pool.map(lambda si: run_local(si[0], Path(si[1]["outdir"]), 120), zip(specs, items, strict=True))
+        )
     ran_s = time.monotonic() - t0
     assert [o.exit_code for o in outcomes] == [0] * N_TRIALS, "every trial completes"
     rows_written = sum(complete_rows(Path(i["outdir"]) / "samples.csv") for i in items)
@@ -45,8 +47,10 @@ def test_plan_of_1000_noop_trials_runs_through_the_local_runner_and_all_are_coll
     assert query(pg_url, "SELECT status, count(*) FROM trials GROUP BY status") == [("ok", N_TRIALS)]
     assert query(pg_url, "SELECT count(*) FROM samples")[0][0] == rows_written
     assert query(pg_url, "SELECT count(DISTINCT trial_pk) FROM metrics")[0][0] == N_TRIALS
-    print(f"{N_TRIALS} trials ran in {ran_s:.1f} s ({ran_s / N_TRIALS * 1000:.0f} ms each, 4 at a time), "
-          f"{rows_written} samples")
+    print(
+        f"{N_TRIALS} trials ran in {ran_s:.1f} s ({ran_s / N_TRIALS * 1000:.0f} ms each, 4 at a time), "
+        f"{rows_written} samples"
+    )
 
 
 COLLECT_AND_MEASURE = """
@@ -70,8 +74,10 @@ def write_many_samples(path: Path, n_rows: int, block_rows: int = 100_000) -> in
     """samples.csv with ``n_rows`` distinct rows, fast: one block of rows is formatted
     once and written again with its time prefix replaced (t_s = block * 1e5 + row)."""
     assert n_rows % block_rows == 0
-    template = b"".join(b"@@@@@%05d.5,gpu0,simulated,%.1f,%.1f,%.3f,40.0,1980,0\n"
-                        % (j, 250 + j % 100, 251 + j % 100, 1000 + j * 0.3) for j in range(block_rows))
+    template = b"".join(
+        b"@@@@@%05d.5,gpu0,simulated,%.1f,%.1f,%.3f,40.0,1980,0\n" % (j, 250 + j % 100, 251 + j % 100, 1000 + j * 0.3)
+        for j in range(block_rows)
+    )
     with open(path, "wb") as f:
         f.write((",".join(SAMPLE_COLUMNS) + "\n").encode())
         for block in range(n_rows // block_rows):
@@ -95,8 +101,12 @@ def test_ingesting_10_million_samples_streams_within_1_gib_and_stores_every_one(
     (gcbench_env / "plan.yaml").write_text(plan_text)
     (gcbench_env / "items.json").write_text(json.dumps([item]))
 
-    out = subprocess.run([sys.executable, "-c", COLLECT_AND_MEASURE, str(gcbench_env / "plan.yaml"),
-                          str(gcbench_env / "items.json")], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", COLLECT_AND_MEASURE, str(gcbench_env / "plan.yaml"), str(gcbench_env / "items.json")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     samples.unlink()  # 0.6 GB
@@ -105,4 +115,6 @@ def test_ingesting_10_million_samples_streams_within_1_gib_and_stores_every_one(
     assert query(pg_url, "SELECT samples_count FROM trials")[0][0] == written
     assert query(pg_url, "SELECT count(DISTINCT t_s) FROM samples")[0][0] == written
     assert summary["max_rss_bytes"] <= MAX_RSS_BYTES, f"peak RSS {summary['max_rss_bytes'] / 2**20:.0f} MiB"
-    print(f"{written} samples collected in {summary['seconds']:.1f} s, peak RSS {summary['max_rss_bytes'] / 2**20:.0f} MiB")
+    print(
+        f"{written} samples collected in {summary['seconds']:.1f} s, peak RSS {summary['max_rss_bytes'] / 2**20:.0f} MiB"
+    )

@@ -30,12 +30,10 @@ def _write(tmp_path_factory, name, **kw):
 def measured_report(tmp_path_factory):
     """(data, paths) of a non-simulated report: tinylm, h2d and resnet with power caps,
     a history for the trend plot, and invalid/failed/skipped/unvalidated trials."""
-    return _write(tmp_path_factory, "measured", kinds=("tinylm", "h2d", "resnet_cifar"),
-                  n_rep=6, history=True)
+    return _write(tmp_path_factory, "measured", kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=6, history=True)
 
 
 @pytest.fixture(scope="session")
 def simulated_report(tmp_path_factory):
     """(data, paths) of a report whose trials all come from the simulated device."""
-    return _write(tmp_path_factory, "simulated", kinds=("tinylm", "noop"), n_rep=4,
-                  simulated=True)
+    return _write(tmp_path_factory, "simulated", kinds=("tinylm", "noop"), n_rep=4, simulated=True)

@@ -21,8 +21,7 @@ def test_only_valid_ok_trials_enter_statistics():
     # trials 0 invalid, 2 failed, 3 skipped, 4 unvalidated; 5 valid but energy unknown
     assert (g.n_trials, g.n_valid, g.n_invalid, g.n_failed, g.n_skipped, g.n_unvalidated) == (6, 2, 1, 1, 1, 1)
     assert g.summaries["gpu_energy_j"].n == 1 and g.summaries["gpu_energy_j"].n_excluded == 1
-    assert a.measurement.counts == dict(total=36, ok=34, failed=1, skipped=1, valid=32,
-                                        invalid=1, unvalidated=1)
+    assert a.measurement.counts == dict(total=36, ok=34, failed=1, skipped=1, valid=32, invalid=1, unvalidated=1)
 
 
 def test_min_valid_repetitions_makes_groups_inconclusive_and_untested():
@@ -30,16 +29,17 @@ def test_min_valid_repetitions_makes_groups_inconclusive_and_untested():
     data.plan["validation"]["min_valid_repetitions"] = 3
     a = analyze(data, ReportSettings.from_plan(data.plan, n_resamples=300))
     bad = [r for r in a.comparisons if r.inconclusive]
-    assert bad and all(r.result.significant is None and r.result.p_mannwhitney_holm is None
-                       for r in bad)
+    assert bad and all(r.result.significant is None and r.result.p_mannwhitney_holm is None for r in bad)
     assert all("inconclusive" in r.headline for r in bad)
 
 
 def test_twins_that_disagree_make_their_group_inconclusive_and_untested():
     data = make_report_data(kinds=("tinylm",), n_rep=2, failures=False)
     variant = "tinylm-infer[mode=infer,path=torch]"
-    flag = ("twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
-            "the group is inconclusive")
+    flag = (
+        "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+        "the group is inconclusive"
+    )
     rows = data.trials["variant"] == variant
     data.trials.loc[rows, "flags"] = data.trials.loc[rows, "flags"].map(lambda f: list(f) + [flag])
     a = analyze(data, FAST)
@@ -129,12 +129,19 @@ def test_headlines_significant_first_and_non_significant_phrased_as_no_differenc
     sig = [i for i, r in enumerate(a.headline_rows()) if r.result.significant]
     nsig = [i for i, r in enumerate(a.headline_rows()) if r.result.significant is False]
     assert sig and nsig and max(sig) < min(nsig)
-    assert any(re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\) \(95 % CI "
-                         r"[-+][\d.]+ % to [-+][\d.]+ %; p [=<] [\d.]+, significant\)", h)
-               for h in heads)
-    pattern = (r"^tinylm-infer: no significant difference in throughput between "
-               r"path=external-rust and path=torch \(change [-+]\d+\.\d\d %, 95 % CI "
-               r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %; p = [\d.]+\)\.$")
+    assert any(
+        re.search(
+            r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\) \(95 % CI "
+            r"[-+][\d.]+ % to [-+][\d.]+ %; p [=<] [\d.]+, significant\)",
+            h,
+        )
+        for h in heads
+    )
+    pattern = (
+        r"^tinylm-infer: no significant difference in throughput between "
+        r"path=external-rust and path=torch \(change [-+]\d+\.\d\d %, 95 % CI "
+        r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %; p = [\d.]+\)\.$"
+    )
     assert any(re.search(pattern, h) for h in heads)
     assert not any("not significant" in h for h in heads)
 
@@ -162,9 +169,15 @@ def test_observed_rate_ignores_edge_bursts_and_sim_power_update_is_not_reported(
     assert observed_rate_hz(t, None)[0] == pytest.approx(20.0, rel=0.02)
     import pandas as pd
 
-    s = pd.DataFrame(dict(t_s=t, device="gpu0", source="simulated",
-                          power_instant_w=np.where((t > 0.5) & (t < 1.7), 300.0, 60.0),
-                          energy_j=np.floor(t / 0.1) * 10.0))
+    s = pd.DataFrame(
+        dict(
+            t_s=t,
+            device="gpu0",
+            source="simulated",
+            power_instant_w=np.where((t > 0.5) & (t < 1.7), 300.0, 60.0),
+            energy_j=np.floor(t / 0.1) * 10.0,
+        )
+    )
     (p,) = probe_samples("x", "simulated", s, 20.0)
     assert p.simulated and p.power_update_s is None and p.configured_hz == 20.0
     assert p.sample_hz == pytest.approx(20.0, rel=0.02)

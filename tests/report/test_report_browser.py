@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-import numpy as np
 import pytest
 
 from gcbench import config
@@ -61,12 +60,20 @@ def server(tmp_path, simulated_report):
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}",
-           *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=90,
-                          env={**os.environ, "HOME": str(tmp_path)})
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90, env={**os.environ, "HOME": str(tmp_path)})
 
 
 def test_report_renders_in_headless_chromium(server, tmp_path):
@@ -111,8 +118,7 @@ def test_groups_tables_fit_a_1280_px_window(measured_report, tmp_path):
     document.body.setAttribute('data-tables', document.querySelectorAll('table.groups').length);
     </script></body>"""
     page = tmp_path / "report.html"
-    page.write_text(paths.html.read_text(encoding="utf-8").replace("</body>", probe),
-                    encoding="utf-8")
+    page.write_text(paths.html.read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
     dom = _chromium(tmp_path, "--window-size=1280,900", "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-fit="ok"' in dom.stdout and 'data-tables="4"' in dom.stdout

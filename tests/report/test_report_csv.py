@@ -14,8 +14,7 @@ from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
 def test_trials_csv_has_every_trial_and_contract_column(measured_report):
     data, paths = measured_report
     df = pd.read_csv(paths.csv["trials"])
-    assert list(df.columns[:2 + len(TRIAL_COLUMNS)]) == ["gpu_energy_source", "simulated_columns",
-                                                         *TRIAL_COLUMNS]
+    assert list(df.columns[: 2 + len(TRIAL_COLUMNS)]) == ["gpu_energy_source", "simulated_columns", *TRIAL_COLUMNS]
     assert {"used_in_statistics", *METRIC_COLUMNS, "co2e_kg_low", "co2e_kg_high"} <= set(df.columns)
     assert len(df) == len(data.trials)
     assert df.loc[0, "reasons"] == "window_too_short; counter_decreased"
@@ -82,7 +81,10 @@ def test_tradeoff_csv_has_every_configuration_with_its_changes(measured_report):
     assert len(df) == 12 and set(df["workload"]) == {"resnet50-cifar10"}  # the only trade-off
     base = df[df["baseline"]]
     assert len(base) == 1 and json.loads(base["factors"].iloc[0]) == {
-        "gpus": 1, "power_cap_w": 300, "precision": "fp32"}
+        "gpus": 1,
+        "power_cap_w": 300,
+        "precision": "fp32",
+    }
     assert base["energy_pct_change"].isna().all()
     rest = df[~df["baseline"]]
     want = 100 * (rest["energy_median"] / base["energy_median"].iloc[0] - 1)

@@ -7,8 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-SECTIONS = ("headlines", "groups", "comparisons", "figures", "co2e", "measurement",
-            "excluded", "trials", "statistics")
+SECTIONS = ("headlines", "groups", "comparisons", "figures", "co2e", "measurement", "excluded", "trials", "statistics")
 
 
 def test_html_has_every_section_and_the_title(measured_report):
@@ -36,16 +35,24 @@ def test_html_is_self_contained_with_every_plot_embedded(measured_report):
 def test_headlines_in_the_studies_form_with_ci_and_significance(measured_report):
     _, paths = measured_report
     html = paths.html.read_text(encoding="utf-8")
-    pattern = (r"path=external-go raised GPU J/token by \d+\.\d\d % \(95 % CI [-+]\d+\.\d\d % to "
-               r"[-+]\d+\.\d\d %; p [=<] [\d.]+, significant\) against path=torch")
-    nsig = (r"no significant difference in GPU J/token between path=external-go and "
-            r"path=torch \(change [-+]\d+\.\d\d %, 95 % CI [-+]\d+\.\d\d % to "
-            r"[-+]\d+\.\d\d %; p [=<] [\d.]+\)")
+    pattern = (
+        r"path=external-go raised GPU J/token by \d+\.\d\d % \(95 % CI [-+]\d+\.\d\d % to "
+        r"[-+]\d+\.\d\d %; p [=<] [\d.]+, significant\) against path=torch"
+    )
+    nsig = (
+        r"no significant difference in GPU J/token between path=external-go and "
+        r"path=torch \(change [-+]\d+\.\d\d %, 95 % CI [-+]\d+\.\d\d % to "
+        r"[-+]\d+\.\d\d %; p [=<] [\d.]+\)"
+    )
     assert re.search(pattern, html) or re.search(nsig, html), "tinylm-train headline missing"
-    assert re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\)", html) or \
-        "no significant difference in bandwidth between memory=pinned" in html
-    assert ("power_cap_w=250 cut GPU energy" in html
-            or "no significant difference in GPU energy between power_cap_w=250" in html)
+    assert (
+        re.search(r"memory=pinned raised bandwidth by [\d.]+ % \([\d.]+x\)", html)
+        or "no significant difference in bandwidth between memory=pinned" in html
+    )
+    assert (
+        "power_cap_w=250 cut GPU energy" in html
+        or "no significant difference in GPU energy between power_cap_w=250" in html
+    )
 
 
 def test_small_groups_are_inconclusive_and_no_headline(simulated_report):
@@ -56,8 +63,7 @@ def test_small_groups_are_inconclusive_and_no_headline(simulated_report):
     assert 'class="inconclusive">inconclusive' in row
     comparisons = _section(html, "comparisons")
     rows = [r.split("</tr>")[0] for r in comparisons.split("<tr>")]
-    torch_rows = [r for r in rows if "<td>path=external-go vs path=torch</td>" in r
-                  and "<td>tinylm-infer</td>" in r]
+    torch_rows = [r for r in rows if "<td>path=external-go vs path=torch</td>" in r and "<td>tinylm-infer</td>" in r]
     assert torch_rows and all('class="inconclusive">inconclusive' in r for r in torch_rows)
     heads = _section(html, "headlines")
     assert "path=external-go against path=torch" not in heads
@@ -90,8 +96,11 @@ def test_measurement_section_names_methods_rates_and_validity(measured_report):
 def test_co2e_in_every_report_with_band(measured_report, simulated_report):
     for _, paths in (measured_report, simulated_report):
         html = paths.html.read_text(encoding="utf-8")
-        assert re.search(r"[\d.,]+ [mk]?gCO2e at 0.2 kgCO2e/kWh \(sensitivity [\d.,]+ to "
-                         r"[\d.,]+ [mk]?gCO2e at 0.1-0.3 kgCO2e/kWh\)", html)
+        assert re.search(
+            r"[\d.,]+ [mk]?gCO2e at 0.2 kgCO2e/kWh \(sensitivity [\d.,]+ to "
+            r"[\d.,]+ [mk]?gCO2e at 0.1-0.3 kgCO2e/kWh\)",
+            html,
+        )
         assert "0.1-0.3 kgCO2e/kWh" in html
         assert "co2e.png" in paths.markdown.read_text(encoding="utf-8")
 
@@ -197,9 +206,10 @@ def test_groups_tables_have_no_duplicate_or_identical_columns(measured_report):
 
 
 def test_no_comparison_message_names_inconclusive_groups():
+    from synthetic import make_report_data
+
     from gcbench.report.analysis import ReportSettings, analyze
     from gcbench.report.writer import _no_comparison_reason
-    from synthetic import make_report_data
 
     data = make_report_data(kinds=("tinylm",), n_rep=1, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))
@@ -213,9 +223,10 @@ def test_no_comparison_message_names_inconclusive_groups():
 
 
 def test_co2e_plot_axis_is_in_a_unit_scaled_for_its_values():
+    from synthetic import make_report_data
+
     from gcbench.report.analysis import ReportSettings, analyze
     from gcbench.report.plots import plot_co2e
-    from synthetic import make_report_data
 
     data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))
@@ -249,13 +260,20 @@ def test_measurement_section_states_the_cross_check_rule_and_its_thresholds(meas
 def test_cross_check_statement_uses_the_plans_thresholds_and_counts_its_findings():
     from gcbench.report.analysis import cross_check_statement
 
-    df = pd.DataFrame({
-        "gpu_method": ["nvml-counter-edge-corrected"] * 3 + ["nvidia-smi-power-integration"],
-        "flags": [["gpu0: energy counter and 1-s average power differ by +7.00 % (...)"], [], [], []],
-        "reasons": [[], ["gpu1: energy counter and 1-s average power differ by -43.00 % (...)"],
-                    ["window too short for the sensor: ..."], []],
-    })
-    text = cross_check_statement(df, {"validation": {"cross_check_max_rel": 0.1}})   # the former name
+    df = pd.DataFrame(
+        {
+            "gpu_method": ["nvml-counter-edge-corrected"] * 3 + ["nvidia-smi-power-integration"],
+            "flags": [["gpu0: energy counter and 1-s average power differ by +7.00 % (...)"], [], [], []],
+            "reasons": [
+                [],
+                ["gpu1: energy counter and 1-s average power differ by -43.00 % (...)"],
+                ["window too short for the sensor: ..."],
+                [],
+            ],
+        }
+    )
+    text = cross_check_statement(df, {"validation": {"cross_check_max_rel": 0.1}})  # the former name
     assert "above 5 % flags the trial, above 10 % invalidates it" in text
-    assert "This run: 3 trials with a counter (or the simulated device's model counter), 1 flagged and 1 invalid" \
-        in text
+    assert (
+        "This run: 3 trials with a counter (or the simulated device's model counter), 1 flagged and 1 invalid" in text
+    )

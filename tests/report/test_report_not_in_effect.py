@@ -31,7 +31,7 @@ def h2d_without_cuda(n_rep: int = 3, only_some: bool = False):
     data = make_report_data(kinds=("h2d",), n_rep=n_rep, failures=False)
     t = data.trials
     marks = []
-    for f, rep in zip(t["factors"], t["repetition"]):
+    for f, rep in zip(t["factors"], t["repetition"], strict=True):
         pinned = f["memory"] == "pinned" and not (only_some and rep == 0)
         marks.append({"memory": NO_PIN} if pinned else {})
     t["settings_not_in_effect"] = marks
@@ -43,8 +43,7 @@ def _analyze(data):
 
 
 def _write(data, tmp_path, paper=True):
-    return write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, **FAST),
-                        paper=paper)
+    return write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, **FAST), paper=paper)
 
 
 def test_group_is_marked_and_pinned_vs_pageable_is_not_compared(tmp_path):
@@ -52,18 +51,19 @@ def test_group_is_marked_and_pinned_vs_pageable_is_not_compared(tmp_path):
     a = _analyze(data)
     pinned = [g for g in a.groups if g.factors["memory"] == "pinned"]
     pageable = [g for g in a.groups if g.factors["memory"] == "pageable"]
-    assert pinned and all(g.not_in_effect == {"memory": f"memory=pinned requested, not in effect: {NO_PIN}"}
-                          for g in pinned)
+    assert pinned and all(
+        g.not_in_effect == {"memory": f"memory=pinned requested, not in effect: {NO_PIN}"} for g in pinned
+    )
     assert all(g.not_in_effect == {} for g in pageable)
     rows = [r for r in a.comparisons if r.factor == "memory"]
     assert rows and all(r.not_compared == f"memory=pinned requested, not in effect: {NO_PIN}" for r in rows)
     # never tested, never a change, never a headline; the medians of what ran stay
-    assert all(r.result.pct_change is None and r.result.p_mannwhitney is None and r.result.significant is None
-               for r in rows)
+    assert all(
+        r.result.pct_change is None and r.result.p_mannwhitney is None and r.result.significant is None for r in rows
+    )
     assert all(r.result.median_treatment is not None for r in rows)
     assert not any("memory=pinned" in h for h in a.headlines)
-    assert all(r.headline.endswith(f": not compared (memory=pinned requested, not in effect: {NO_PIN}).")
-               for r in rows)
+    assert all(r.headline.endswith(f": not compared (memory=pinned requested, not in effect: {NO_PIN}).") for r in rows)
     # the size sweep inside one memory kind is still summarised; its context says what did not run
     assert a.not_compared() and not a.untested_for_ci()
 
@@ -79,8 +79,9 @@ def test_report_files_say_not_in_effect_and_not_compared(tmp_path):
     assert f"memory=pinned requested, not in effect: {NO_PIN}" in html.split('id="comparisons"')[0]
     # comparisons: no change, a verdict that says why; the headlines say none was made
     comp = [line for line in md.splitlines() if "| memory=pinned vs memory=pageable |" in line]
-    assert comp and all(f"| not compared (memory=pinned requested, not in effect: {NO_PIN}) |" in c
-                        and "| – | – |" in c for c in comp)
+    assert comp and all(
+        f"| not compared (memory=pinned requested, not in effect: {NO_PIN}) |" in c and "| – | – |" in c for c in comp
+    )
     heads = md.split("## Headlines")[1].split("## Groups")[0]
     assert "No headline:" in heads and "not made (a requested factor level was not in effect" in heads
     assert "no significant difference" not in heads and "pinned vs pageable" not in heads
@@ -91,15 +92,21 @@ def test_csv_files_carry_the_marks(tmp_path):
     paths = _write(h2d_without_cuda(), tmp_path, paper=False)
     groups = list(csv.DictReader(paths.csv["groups"].open()))
     assert {r["not_in_effect"] for r in groups if '"memory": "pinned"' in r["factors"]} == {
-        f"memory=pinned requested, not in effect: {NO_PIN}"}
+        f"memory=pinned requested, not in effect: {NO_PIN}"
+    }
     assert {r["not_in_effect"] for r in groups if '"memory": "pageable"' in r["factors"]} == {""}
     comps = list(csv.DictReader(paths.csv["comparisons"].open()))
     memory = [r for r in comps if r["factor"] == "memory"]
-    assert memory and all(r["not_compared"].startswith("memory=pinned requested, not in effect")
-                          and r["pct_change"] == "" and r["significant"] == "" for r in memory)
+    assert memory and all(
+        r["not_compared"].startswith("memory=pinned requested, not in effect")
+        and r["pct_change"] == ""
+        and r["significant"] == ""
+        for r in memory
+    )
     trials = list(csv.DictReader(paths.csv["trials"].open()))
     assert {r["settings_not_in_effect"] for r in trials if '"pinned"' in r["factors"]} == {
-        json.dumps({"memory": NO_PIN})}
+        json.dumps({"memory": NO_PIN})
+    }
     assert {r["settings_not_in_effect"] for r in trials if '"pageable"' in r["factors"]} == {"{}"}
 
 
@@ -139,8 +146,10 @@ def test_trials_stored_before_the_record_fall_back_on_what_they_reported():
     data = make_report_data(kinds=("h2d",), n_rep=3, failures=False)
     t = data.trials
     t["memory_effective"] = "pageable"
-    t["note"] = [NO_PIN if f["memory"] == "pinned" else "no CUDA device: host-to-host copy into a "
-                 "preallocated tensor" for f in t["factors"]]
+    t["note"] = [
+        NO_PIN if f["memory"] == "pinned" else "no CUDA device: host-to-host copy into a preallocated tensor"
+        for f in t["factors"]
+    ]
     a = _analyze(data)
     assert {g.factors["memory"]: bool(g.not_in_effect) for g in a.groups} == {"pinned": True, "pageable": False}
     assert all(r.not_compared.endswith(NO_PIN) for r in a.comparisons if r.factor == "memory")
@@ -153,8 +162,10 @@ def test_amp_on_a_cpu_is_no_trade_off_and_no_paper_result():
     t = data.trials
     marks = []
     for f in t["factors"]:
-        d = {"gpus": f"no CUDA device: {'1 CPU process' if f['gpus'] == 1 else '2 CPU processes (DDP over gloo)'}"
-                     f", no GPU"}
+        d = {
+            "gpus": f"no CUDA device: {'1 CPU process' if f['gpus'] == 1 else '2 CPU processes (DDP over gloo)'}"
+            f", no GPU"
+        }
         if f["precision"] == "amp":
             d["precision"] = NO_AMP
         marks.append(d)
@@ -169,8 +180,7 @@ def test_amp_on_a_cpu_is_no_trade_off_and_no_paper_result():
     assert effects[("power_cap_w", 250)].headline
     assert {r.factor for r in a.headline_rows()} == {"power_cap_w"}
     assert all(h.startswith("resnet50-cifar10: power_cap_w=") for h in t_off.headlines)
-    assert all("precision=amp (not in effect)" in r.context for r in a.headline_rows()
-               if "precision=amp" in r.context)
+    assert all("precision=amp (not in effect)" in r.context for r in a.headline_rows() if "precision=amp" in r.context)
     gpu = next(p for p in paper_tables(a) if p.key == "multigpu")
     i = gpu.columns.index("Δ energy")
     for r in gpu.rows:

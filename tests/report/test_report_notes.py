@@ -33,4 +33,4 @@ def test_a_report_without_notes_has_none(tmp_path):
 
     data = make_report_data(kinds=("noop",), n_rep=3)
     paths = write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, **FAST))
-    assert "run-note\">" not in paths.html.read_text() and "> **" not in paths.markdown.read_text()
+    assert 'run-note">' not in paths.html.read_text() and "> **" not in paths.markdown.read_text()

@@ -22,8 +22,7 @@ FAST = ReportSettings(n_resamples=300)
 
 @pytest.fixture(scope="module")
 def studies():
-    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=5,
-                                    failures=False), FAST)
+    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=5, failures=False), FAST)
 
 
 def _rows(table):
@@ -40,10 +39,10 @@ def test_regime_table_gives_j_per_token_change_against_pure_pytorch(studies):
     assert [t.key for t in (jt, h2d, gpu)] == ["regime-jtoken", "regime-h2d", "multigpu"]
     rows = _rows(jt)
     assert [(r["regime"], r["path"]) for r in rows] == [
-        (m, p) for m in ("infer", "train") for p in ("torch", "external-go", "external-rust")]
+        (m, p) for m in ("infer", "train") for p in ("torch", "external-go", "external-rust")
+    ]
     for r in rows:
-        want = _median(studies, f"tinylm-{r['regime']}[mode={r['regime']},path={r['path']}]",
-                       "j_per_token") * 1e3
+        want = _median(studies, f"tinylm-{r['regime']}[mode={r['regime']},path={r['path']}]", "j_per_token") * 1e3
         assert r["GPU J/token (mJ/token)"].startswith(fmt_num(want) + " [")
         if r["path"] == "torch":
             assert r["Δ GPU J/token vs pure PyTorch"] == "reference"
@@ -77,12 +76,10 @@ def test_multigpu_table_gives_energy_time_co2e_against_the_uncapped_fp32_baselin
     r = next(r for r in rows if (r["gpus"], r["precision"], r["power_cap_w"]) == ("1", "fp32", "250"))
     v = "resnet50-cifar10[gpus=1,power_cap_w=250,precision=fp32]"
     b = "resnet50-cifar10[gpus=1,power_cap_w=300,precision=fp32]"
-    for col, metric in (("Δ energy", "total_energy_j"), ("Δ time", "duration_s"),
-                        ("Δ CO2e", "co2e_kg")):
+    for col, metric in (("Δ energy", "total_energy_j"), ("Δ time", "duration_s"), ("Δ CO2e", "co2e_kg")):
         change = 100 * (_median(studies, v, metric) / _median(studies, b, metric) - 1)
         assert r[col].startswith(f"{change:+.2f} % ["), (col, r[col])
-    assert r["total energy (GPU + CPU) (Wh)"].startswith(
-        fmt_num(_median(studies, v, "total_energy_j") / 3600) + " [")
+    assert r["total energy (GPU + CPU) (Wh)"].startswith(fmt_num(_median(studies, v, "total_energy_j") / 3600) + " [")
     assert "CO2e (gCO2e)" in gpu.columns
 
 
@@ -90,14 +87,20 @@ def test_simulated_figures_are_marked_in_both_formats():
     a = analyze(make_report_data(kinds=("tinylm",), n_rep=3, simulated=True, failures=False), FAST)
     (jt,) = paper_tables(a)
     assert jt.simulated and jt.title.startswith("SIMULATED: ")
-    assert [jt.is_sim(i) for i in range(len(jt.columns))] == [False, False, False, True, True,
-                                                              True, False]
+    assert [jt.is_sim(i) for i in range(len(jt.columns))] == [False, False, False, True, True, True, False]
     tex = to_latex([jt], a)
     assert r"\caption{\textbf{SIMULATED}: GPU energy per token" in tex
     lines = tex.splitlines()
     sim_row = lines[lines.index(r"\toprule") + 1]  # the row above the heads
     assert [c.strip() for c in sim_row.removesuffix(r" \\").split("&")] == [
-        "", "", "", r"\textbf{SIMULATED}", r"\textbf{SIMULATED}", r"\textbf{SIMULATED}", ""]
+        "",
+        "",
+        "",
+        r"\textbf{SIMULATED}",
+        r"\textbf{SIMULATED}",
+        r"\textbf{SIMULATED}",
+        "",
+    ]
     assert r"\textbf{SIMULATED}: GPU energy and every figure derived from it" in tex
     from gcbench.report.paper import to_markdown
 
@@ -109,8 +112,7 @@ def test_simulated_figures_are_marked_in_both_formats():
 
 def test_latex_escape_keeps_pdflatex_happy():
     assert latex_escape("Δ 5 % of J/token_x & µs") == r"$\Delta$ 5\,\% of J/token\_x \& $\mu$s"
-    assert latex_escape("-6.73 % [-8.10 %, +1.00 %]") == \
-        r"$-$6.73\,\% [$-$8.10\,\%, $+$1.00\,\%]"
+    assert latex_escape("-6.73 % [-8.10 %, +1.00 %]") == r"$-$6.73\,\% [$-$8.10\,\%, $+$1.00\,\%]"
     assert latex_escape("external-go, size=1 MiB") == "external-go, size=1 MiB"
     assert latex_escape("café ☃") == "cafe [U+2603]"
 
@@ -120,29 +122,40 @@ KPSEWHICH = shutil.which("kpsewhich")
 
 
 def _have_booktabs() -> bool:
-    return bool(KPSEWHICH) and subprocess.run([KPSEWHICH, "booktabs.sty"], capture_output=True,
-                                              text=True).stdout.strip() != ""
+    return (
+        bool(KPSEWHICH)
+        and subprocess.run([KPSEWHICH, "booktabs.sty"], capture_output=True, text=True).stdout.strip() != ""
+    )
 
 
-@pytest.mark.skipif(not PDFLATEX or not _have_booktabs(),
-                    reason="pdflatex or booktabs.sty absent: install Debian's texlive-latex-base "
-                           "and texlive-latex-recommended (scripts/system_deps.sh latex; CI does)")
+@pytest.mark.skipif(
+    not PDFLATEX or not _have_booktabs(),
+    reason="pdflatex or booktabs.sty absent: install Debian's texlive-latex-base "
+    "and texlive-latex-recommended (scripts/system_deps.sh latex; CI does)",
+)
 @pytest.mark.parametrize("simulated", [False, True])
 def test_paper_tex_compiles_with_pdflatex(tmp_path, simulated):
-    data = make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=3,
-                            simulated=simulated)
+    data = make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=3, simulated=simulated)
     paths = write_report(data, tmp_path / "report", settings=FAST, paper=True)
     assert paths.paper_md.name == "paper.md" and paths.paper_tex.name == "paper.tex"
     tex = paths.paper_tex.read_text(encoding="utf-8")
     assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 3
     doc = tmp_path / "doc.tex"
-    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
-                   "\\begin{document}\n"
-                   f"\\input{{{paths.paper_tex.as_posix()}}}\n"
-                   f"\\input{{{paths.paper_tex.as_posix()}}}\n"  # twice: the fragment is reusable
-                   "\\end{document}\n", encoding="utf-8")
-    proc = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", doc.name],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    doc.write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+        "\\begin{document}\n"
+        f"\\input{{{paths.paper_tex.as_posix()}}}\n"
+        f"\\input{{{paths.paper_tex.as_posix()}}}\n"  # twice: the fragment is reusable
+        "\\end{document}\n",
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", doc.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     log = (tmp_path / "doc.log").read_text(encoding="utf-8", errors="replace")
     assert proc.returncode == 0, log[-3000:]
     assert "Output written on doc.pdf (" in log and (tmp_path / "doc.pdf").stat().st_size > 5000
@@ -178,14 +191,18 @@ def test_settings_a_plan_fixes_come_from_what_the_trials_recorded():
     fp32 = t["precision"].eq("fp32") & t["factors"].map(lambda f: f.get("gpus") == 1)
     t = t[~res | fp32].copy()
     t.loc[t["kind"] == "resnet_cifar", "factors"] = [
-        {"power_cap_w": f["power_cap_w"]} for f in t.loc[t["kind"] == "resnet_cifar", "factors"]]
+        {"power_cap_w": f["power_cap_w"]} for f in t.loc[t["kind"] == "resnet_cifar", "factors"]
+    ]
     t["gpus"] = [1.0 if k == "resnet_cifar" else np.nan for k in t["kind"]]
     data.trials = t.reset_index(drop=True)
     a = analyze(data, FAST)
     jt, gpu = paper_tables(a)
     rows = _rows(jt)
-    assert [(r["regime"], r["path"], r["Δ GPU J/token vs pure PyTorch"]) for r in rows][-1] == \
-        ("train", "torch", "reference")
+    assert [(r["regime"], r["path"], r["Δ GPU J/token vs pure PyTorch"]) for r in rows][-1] == (
+        "train",
+        "torch",
+        "reference",
+    )
     assert {r["regime"] for r in rows} == {"infer", "train"}
     g = _rows(gpu)
     assert {(r["gpus"], r["precision"]) for r in g} == {("1", "fp32")}
@@ -205,9 +222,11 @@ def test_changes_of_small_groups_are_no_result_and_the_note_says_what_the_cells_
     for r in _rows(h2d):
         assert r["bandwidth ratio pinned/pageable"] == r["J/GB ratio pinned/pageable"] == "n too small (2 vs 2)"
     for t in (jt, h2d):
-        assert t.notes[0].startswith('Cells: "trials: a, b": each valid trial\'s value, where a group has fewer '
-                                     'than 3 valid trials (no median, no CI); no group here has the 3 valid '
-                                     'trials a median with a CI needs.')
+        assert t.notes[0].startswith(
+            'Cells: "trials: a, b": each valid trial\'s value, where a group has fewer '
+            "than 3 valid trials (no median, no CI); no group here has the 3 valid "
+            "trials a median with a CI needs."
+        )
         assert "median [95 % CI]" not in t.notes[0]
         assert "no change here is a result" in t.notes[0] and "n too small" in t.notes[0]
     md = to_markdown([jt, h2d], a)
@@ -220,17 +239,22 @@ def test_mixed_tables_say_both_kinds_of_cells_and_inconclusive_changes_say_why()
     # tinylm-infer external-go: two valid repetitions whose throughputs disagree (the twin rule)
     go = t.index[t["variant"] == "tinylm-infer[mode=infer,path=external-go]"]
     t.loc[go[0], "valid"] = False
-    flag = "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); " \
-           "the group is inconclusive"
+    flag = (
+        "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+        "the group is inconclusive"
+    )
     t.loc[go[1:], "flags"] = pd.Series([[flag]] * len(go[1:]), index=go[1:])
     a = analyze(data, FAST)
     jt = paper_tables(a)[0]
     rows = {(r["regime"], r["path"]): r for r in _rows(jt)}
     assert rows[("infer", "external-go")]["Δ GPU J/token vs pure PyTorch"] == (
         "inconclusive (the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
-        "the group is inconclusive)")
-    assert re.fullmatch(r"[-+]\d+\.\d\d % \[[-+]\d+\.\d\d %, [-+]\d+\.\d\d %\]",
-                        rows[("infer", "external-rust")]["Δ GPU J/token vs pure PyTorch"])
+        "the group is inconclusive)"
+    )
+    assert re.fullmatch(
+        r"[-+]\d+\.\d\d % \[[-+]\d+\.\d\d %, [-+]\d+\.\d\d %\]",
+        rows[("infer", "external-rust")]["Δ GPU J/token vs pure PyTorch"],
+    )
     assert jt.notes[0].startswith('Cells: median [95 % CI] over valid trials, or "trials: a, b"')
     assert "Δ: percentage change of the median J/token against path=torch (pure PyTorch)" in jt.notes[0]
     assert "(inconclusive)" in jt.notes[0]

@@ -69,8 +69,9 @@ def test_groups_under_three_trials_get_dots_only_and_the_caption_says_so():
     ax = p.figure.axes[0]
     assert len(_dots(ax)) == 6
     assert not [line for line in ax.get_lines() if line.get_marker() in ("_", "D")]
-    assert p.caption.count(f"No median or CI where a group has fewer than {stats.MIN_N_CI} "
-                           f"valid trials") == 1  # once for both panels
+    assert (
+        p.caption.count(f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials") == 1
+    )  # once for both panels
     assert "Black bar" not in p.caption and "diamond" not in p.caption
 
 
@@ -140,26 +141,33 @@ def test_grey_means_inconclusive_for_the_reasons_the_groups_have():
     data = make_report_data(kinds=("tinylm",), n_rep=2, failures=False)
     t = data.trials
     apart = t["variant"] == "tinylm-infer[mode=infer,path=torch]"
-    flag = ("twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
-            "the group is inconclusive")
+    flag = (
+        "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
+        "the group is inconclusive"
+    )
     t.loc[apart, "flags"] = t.loc[apart, "flags"].map(lambda f: list(f) + [flag])
     p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_tinylm_infer")
-    assert ("Grey dots: inconclusive groups (two valid repetitions too far apart in throughput; each group's "
-            "reason is in its table), not tested.") in p.caption
+    assert (
+        "Grey dots: inconclusive groups (two valid repetitions too far apart in throughput; each group's "
+        "reason is in its table), not tested."
+    ) in p.caption
     assert "fewer than 2 valid repetitions" not in p.caption
     assert "inconclusive (reason in the table)" in [t.get_text() for t in p.figure.legends[0].get_texts()]
     # one valid trial left in a group: both reasons, each where it applies
     t.loc[t.index[(t["variant"] == "tinylm-infer[mode=infer,path=external-go]")][0], "valid"] = False
     p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_tinylm_infer")
-    assert ("Grey dots: inconclusive groups (fewer than 2 valid repetitions or two valid repetitions too far "
-            "apart in throughput; each group's reason is in its table), not tested.") in p.caption
+    assert (
+        "Grey dots: inconclusive groups (fewer than 2 valid repetitions or two valid repetitions too far "
+        "apart in throughput; each group's reason is in its table), not tested."
+    ) in p.caption
 
 
 def test_a_level_not_in_effect_is_marked_on_the_axis():
     data = make_report_data(kinds=("h2d",), n_rep=3, failures=False)
     data.trials["settings_not_in_effect"] = [
         {"memory": "no CUDA device: pinned memory unavailable"} if f["memory"] == "pinned" else {}
-        for f in data.trials["factors"]]
+        for f in data.trials["factors"]
+    ]
     p = next(p for p in plots.make_plots(analyze(data, FAST)) if p.name == "metric_h2d")
     ticks = [t.get_text() for t in p.figure.axes[0].get_xticklabels()]
     assert "memory=pinned (not in effect), size_mib=64" in ticks and "memory=pageable, size_mib=64" in ticks

@@ -68,8 +68,7 @@ def test_headlines_only_for_comparisons_with_a_ci():
     a = analyze(data, FAST)
     no_ci = [r for r in a.comparisons if r.workload == "tinylm-infer"]
     assert no_ci and all(r.result.pct_ci_low is None for r in no_ci)
-    assert a.headlines and not any(h.startswith(("tinylm-infer", "SIMULATED: tinylm-infer"))
-                                   for h in a.headlines)
+    assert a.headlines and not any(h.startswith(("tinylm-infer", "SIMULATED: tinylm-infer")) for h in a.headlines)
     assert all("no CI" not in h for h in a.headlines)
     assert {id(r) for r in a.untested_for_ci()} == {id(r) for r in no_ci}
     assert len(a.headlines) == sum(1 for r in a.comparisons if r.workload == "tinylm-train")
@@ -79,7 +78,7 @@ def test_comparisons_table_states_the_missing_ci_once(simulated_report):
     _, paths = simulated_report
     md = paths.markdown.read_text(encoding="utf-8")
     comparisons = md.split("## Comparisons")[1].split("\n## ")[0]
-    assert comparisons.count("No CI (\"–\") where a group has fewer than 3 valid trials") == 1
+    assert comparisons.count('No CI ("–") where a group has fewer than 3 valid trials') == 1
     assert "values per group needed" not in comparisons
 
 
@@ -93,10 +92,24 @@ def test_smoke_plan_runs_three_repetitions_wherever_the_report_compares():
     specs = expand(plan)
     groups, reps = {}, {}
     for s in specs:
-        groups.setdefault(s.variant, Group(
-            workload=s.workload, kind=s.kind, variant=s.variant, factors=dict(s.factors),
-            n_trials=0, n_ok=0, n_failed=0, n_skipped=0, n_valid=0, n_invalid=0,
-            n_unvalidated=0, inconclusive=False, simulated=False))
+        groups.setdefault(
+            s.variant,
+            Group(
+                workload=s.workload,
+                kind=s.kind,
+                variant=s.variant,
+                factors=dict(s.factors),
+                n_trials=0,
+                n_ok=0,
+                n_failed=0,
+                n_skipped=0,
+                n_valid=0,
+                n_invalid=0,
+                n_unvalidated=0,
+                inconclusive=False,
+                simulated=False,
+            ),
+        )
         reps[s.variant] = reps.get(s.variant, 0) + 1
     pairs = plan_comparisons(list(groups.values()), ReportSettings.from_plan(plan.model_dump()))
     compared = {g.variant for pair in pairs for g in pair[:2]}
@@ -122,7 +135,8 @@ def test_pooled_ratios_are_sums_over_the_same_trials_as_the_medians():
     assert g.pooled["j_per_token"].pooled == pytest.approx(energy / keep["tokens"].sum())
     assert g.pooled["tokens_per_s"].pooled == pytest.approx(keep["tokens"].sum() / keep["duration_s"].sum())
     assert g.pooled["j_per_token"].pooled * g.pooled["tokens_per_s"].pooled == pytest.approx(
-        energy / keep["duration_s"].sum())
+        energy / keep["duration_s"].sum()
+    )
     p = g.pooled["j_per_token"]
     assert p.n == 4 and p.ci_low < p.pooled < p.ci_high
 
@@ -138,10 +152,13 @@ def test_tables_and_groups_csv_say_how_ratios_are_summarised(measured_report):
     g = pd.read_csv(paths.csv["groups"])
     row = g[(g["metric"] == "j_per_token") & (g["n"] >= 3)].iloc[0]
     trials = data.trials
-    used = trials[(trials["variant"] == row["variant"]) & trials["valid"].eq(True)
-                  & trials["status"].eq("ok") & trials["j_per_token"].notna()]
-    assert row["pooled"] == pytest.approx((used["j_per_token"] * used["tokens"]).sum()
-                                          / used["tokens"].sum())
+    used = trials[
+        (trials["variant"] == row["variant"])
+        & trials["valid"].eq(True)
+        & trials["status"].eq("ok")
+        & trials["j_per_token"].notna()
+    ]
+    assert row["pooled"] == pytest.approx((used["j_per_token"] * used["tokens"]).sum() / used["tokens"].sum())
     assert row["pooled_formula"] == "Σ GPU energy / Σ tokens" and row["pooled_n"] == row["n"]
     assert g.loc[g["metric"] == "duration_s", "pooled"].isna().all()
 
@@ -149,25 +166,28 @@ def test_tables_and_groups_csv_say_how_ratios_are_summarised(measured_report):
 # --------------------------------------------------------------------------- point 3
 
 
-@pytest.mark.parametrize("unit, values, label, shown", [
-    ("kgCO2e", [2.088e-05, 2.071e-05], "mgCO2e", 20.88),
-    ("kgCO2e", [2.461e-04], "mgCO2e", 246.1),
-    ("kgCO2e", [0.0066, 0.011], "gCO2e", 6.6),
-    ("kgCO2e", [12.5], "kgCO2e", 12.5),
-    ("J", [375.9, 372.8], "J", 375.9),
-    ("J", [4430.0], "Wh", 1.2306),
-    ("J", [0.0121], "mJ", 12.1),
-    ("kWh", [0.004109], "Wh", 4.109),
-    ("kWh", [3.317], "kWh", 3.317),
-    ("J/token", [0.01658, 0.007541], "mJ/token", 16.58),
-    ("J/token", [0.93], "mJ/token", 930.0),
-    ("J/GB", [45.61], "J/GB", 45.61),
-    ("s", [1.205], "s", 1.205),
-    ("s", [90.0], "s", 90.0),
-    ("s", [603.7], "min", 10.06),
-    ("s", [0.0095], "ms", 9.5),
-    ("tokens/s", [18815.0], "tokens/s", 18815.0),
-])
+@pytest.mark.parametrize(
+    "unit, values, label, shown",
+    [
+        ("kgCO2e", [2.088e-05, 2.071e-05], "mgCO2e", 20.88),
+        ("kgCO2e", [2.461e-04], "mgCO2e", 246.1),
+        ("kgCO2e", [0.0066, 0.011], "gCO2e", 6.6),
+        ("kgCO2e", [12.5], "kgCO2e", 12.5),
+        ("J", [375.9, 372.8], "J", 375.9),
+        ("J", [4430.0], "Wh", 1.2306),
+        ("J", [0.0121], "mJ", 12.1),
+        ("kWh", [0.004109], "Wh", 4.109),
+        ("kWh", [3.317], "kWh", 3.317),
+        ("J/token", [0.01658, 0.007541], "mJ/token", 16.58),
+        ("J/token", [0.93], "mJ/token", 930.0),
+        ("J/GB", [45.61], "J/GB", 45.61),
+        ("s", [1.205], "s", 1.205),
+        ("s", [90.0], "s", 90.0),
+        ("s", [603.7], "min", 10.06),
+        ("s", [0.0095], "ms", 9.5),
+        ("tokens/s", [18815.0], "tokens/s", 18815.0),
+    ],
+)
 def test_units_are_scaled_for_reading(unit, values, label, shown):
     u = choose_unit(unit, values)
     assert u.label == label and u(values[0]) == pytest.approx(shown, rel=1e-3)
@@ -189,8 +209,7 @@ def test_one_unit_per_column_named_in_the_head_and_no_scientific_notation(simula
 
 
 CORE = ("time (", "GPU energy (", "CPU energy (", "CO2e (")
-PRIMARY = {"tinylm": "GPU J/token", "h2d": "GPU J/GB", "resnet_cifar": "GPU energy",
-           "noop": "time"}
+PRIMARY = {"tinylm": "GPU J/token", "h2d": "GPU J/GB", "resnet_cifar": "GPU energy", "noop": "time"}
 
 
 def test_every_workload_table_has_the_core_columns():
@@ -205,8 +224,7 @@ def test_every_workload_table_has_the_core_columns():
         cpu = _col(t, "CPU energy")
         if kind != "resnet_cifar":  # RAPL unreadable in these synthetic trials
             assert all(r["cells"][cpu].main == "–" for r in t.rows)
-            assert any("CPU energy is unknown in every trial" in n and "never 0" in n
-                       for n in t.notes)
+            assert any("CPU energy is unknown in every trial" in n and "never 0" in n for n in t.notes)
 
 
 def test_totals_line_is_scaled(measured_report):
@@ -220,5 +238,6 @@ def test_no_headline_says_why_when_no_comparison_has_a_ci():
 
     a = analyze(make_report_data(kinds=("tinylm",), n_rep=2, failures=False), FAST)
     assert a.comparisons and not a.headlines
-    assert _no_comparison_reason(a).startswith("No headline: no comparison has a CI (each needs "
-                                               "at least 3 valid trials per group")
+    assert _no_comparison_reason(a).startswith(
+        "No headline: no comparison has a CI (each needs at least 3 valid trials per group"
+    )

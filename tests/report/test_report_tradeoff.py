@@ -24,8 +24,13 @@ def resnet():
 
 
 def test_factors_that_trade_energy_for_time():
-    assert [tradeoff_kind(f) for f in ("power_cap_w", "precision", "gpus", "path", "size_mib")] \
-        == ["cap", "precision", "gpus", None, None]
+    assert [tradeoff_kind(f) for f in ("power_cap_w", "precision", "gpus", "path", "size_mib")] == [
+        "cap",
+        "precision",
+        "gpus",
+        None,
+        None,
+    ]
     assert baseline_level("precision", ["amp", "fp32"], ReportSettings()) == "fp32"
     assert baseline_level("gpus", [2, 1], ReportSettings()) == 1
     assert baseline_level("power_cap_w", [200, 300, 250], ReportSettings()) == 300
@@ -37,8 +42,11 @@ def test_tradeoff_of_every_factor_with_the_uncapped_fp32_baseline(resnet):
     assert (t.energy_metric, t.time_metric) == ("total_energy_j", "duration_s")
     assert t.baseline.group.factors == {"gpus": 1, "precision": "fp32", "power_cap_w": 300}
     assert [(e.factor, e.level, e.baseline_level) for e in t.effects] == [
-        ("gpus", 2, 1), ("power_cap_w", 200, 300), ("power_cap_w", 250, 300),
-        ("precision", "amp", "fp32")]
+        ("gpus", 2, 1),
+        ("power_cap_w", 200, 300),
+        ("power_cap_w", 250, 300),
+        ("precision", "amp", "fp32"),
+    ]
     assert all(len(e.contexts) == (6 if e.factor != "power_cap_w" else 4) for e in t.effects)
 
 
@@ -58,8 +66,7 @@ def test_front_table_lists_the_front_with_changes_against_the_baseline(resnet):
     assert [r["config"] for r in ft.rows] == [t.baseline.label] + [c.label for c in t.front]
     assert ft.rows[0]["cells"][2].main == "baseline"
     heads = [c.head for c in ft.columns]
-    assert heads == ["total energy (GPU + CPU) (Wh)", "time (s)", "Δ total energy (GPU + CPU)",
-                     "Δ time"]
+    assert heads == ["total energy (GPU + CPU) (Wh)", "time (s)", "Δ total energy (GPU + CPU)", "Δ time"]
     for row, c in zip(ft.rows[1:], t.front, strict=True):
         base_e = t.baseline.group.known("total_energy_j")
         want = 100 * (np.median(c.group.known("total_energy_j")) / np.median(base_e) - 1)
@@ -77,7 +84,8 @@ def test_headline_energy_saved_for_time_lost_with_cis(resnet):
     assert head.startswith(
         f"resnet50-cifar10: power_cap_w=250 against power_cap_w=300 saved "
         f"{-max(de):.2f}-{-min(de):.2f} % total energy (GPU + CPU) for "
-        f"{min(dt):.2f}-{max(dt):.2f} % more time over 4 configurations of gpus, precision")
+        f"{min(dt):.2f}-{max(dt):.2f} % more time over 4 configurations of gpus, precision"
+    )
     lo = min(c[1].pct_ci_low for c in cap250.contexts)
     hi = max(c[2].pct_ci_high for c in cap250.contexts)
     assert f"within {lo:+.2f} % to" in head and f"to {hi:+.2f} %)." in head
@@ -86,16 +94,19 @@ def test_headline_energy_saved_for_time_lost_with_cis(resnet):
 
 def test_single_configuration_headline_and_no_headline_without_cis():
     data = make_report_data(kinds=("resnet_cifar",), n_rep=4, failures=False)
-    keep = (data.trials["factors"].map(lambda f: f["gpus"] == 1 and f["precision"] == "fp32"))
+    keep = data.trials["factors"].map(lambda f: f["gpus"] == 1 and f["precision"] == "fp32")
     data.trials = data.trials[keep].reset_index(drop=True)
     a = analyze(data, FAST)
     (t,) = a.tradeoffs
     e = next(e for e in t.effects if e.level == 250)
-    assert re.fullmatch(r"resnet50-cifar10: power_cap_w=250 saved \d+\.\d\d % total energy "
-                        r"\(GPU \+ CPU\) for \d+\.\d\d % more time against power_cap_w=300 "
-                        r"\(gpus=1, precision=fp32\) \(95 % CI of the total energy \(GPU \+ CPU\) "
-                        r"change [-+]\d+\.\d\d % to [-+]\d+\.\d\d %, of the time change "
-                        r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %\)\.", e.headline), e.headline
+    assert re.fullmatch(
+        r"resnet50-cifar10: power_cap_w=250 saved \d+\.\d\d % total energy "
+        r"\(GPU \+ CPU\) for \d+\.\d\d % more time against power_cap_w=300 "
+        r"\(gpus=1, precision=fp32\) \(95 % CI of the total energy \(GPU \+ CPU\) "
+        r"change [-+]\d+\.\d\d % to [-+]\d+\.\d\d %, of the time change "
+        r"[-+]\d+\.\d\d % to [-+]\d+\.\d\d %\)\.",
+        e.headline,
+    ), e.headline
     data.trials = data.trials[data.trials["repetition"] < 2]
     a = analyze(data, FAST)
     (t,) = a.tradeoffs
@@ -106,8 +117,7 @@ def test_windowed_workloads_trade_energy_per_token_against_time_per_token():
     data = make_report_data(kinds=("tinylm",), n_rep=4, failures=False)
     t = data.trials  # relabel two of the paths as a precision factor: amp and fp32
     t = t[t["factors"].map(lambda f: f["path"] != "external-go")].copy()
-    t["factors"] = [{"precision": "amp" if "rust" in f["path"] else "fp32", "mode": f["mode"]}
-                    for f in t["factors"]]
+    t["factors"] = [{"precision": "amp" if "rust" in f["path"] else "fp32", "mode": f["mode"]} for f in t["factors"]]
     t["variant"] = [f"{w}[precision={f['precision']}]" for w, f in zip(t["workload"], t["factors"], strict=True)]
     data.trials = t.reset_index(drop=True)
     a = analyze(data, FAST)
@@ -117,8 +127,7 @@ def test_windowed_workloads_trade_energy_per_token_against_time_per_token():
     assert x.baseline.group.factors["precision"] == "fp32"
     g = x.configs[0].group
     used = a.trials[(a.trials["variant"] == g.variant) & a.trials["used"]]
-    assert np.allclose(np.sort(g.known("s_per_token")),
-                       np.sort((used["duration_s"] / used["tokens"]).to_numpy()))
+    assert np.allclose(np.sort(g.known("s_per_token")), np.sort((used["duration_s"] / used["tokens"]).to_numpy()))
     assert any("time per token" in h for h in a.headlines)
 
 
@@ -130,5 +139,8 @@ def test_report_has_the_tradeoff_section_plot_and_front_table(measured_report):
     assert '<table class="front">' in sec and "baseline" in sec
     md = paths.markdown.read_text(encoding="utf-8")
     assert "## Energy-time trade-off" in md and "| power_cap_w=250 vs 300 |" in md
-    assert re.search(r"- resnet50-cifar10: power_cap_w=250 against power_cap_w=300 saved "
-                     r"[\d.]+(-[\d.]+)? % total energy \(GPU \+ CPU\) for", md)
+    assert re.search(
+        r"- resnet50-cifar10: power_cap_w=250 against power_cap_w=300 saved "
+        r"[\d.]+(-[\d.]+)? % total energy \(GPU \+ CPU\) for",
+        md,
+    )

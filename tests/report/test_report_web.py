@@ -112,14 +112,17 @@ def test_report_files_are_served(client):
     assert client.get(f"{base}/missing.csv").status_code == 404
 
 
-@pytest.mark.parametrize("path", [
-    "/reports/synthetic-test/..%2F..%2Fsecret.txt/x",
-    "/reports/synthetic-test/x/..%2F..%2F..%2Fsecret.txt",
-    "/reports/synthetic-test/x/%2E%2E/%2E%2E/%2E%2E/secret.txt",
-    "/reports/..%2F/x/secret.txt",
-    "/reports/synthetic-test/x/%2Fetc%2Fpasswd",
-    "/api/plans/..%2F..%2F/runs",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/reports/synthetic-test/..%2F..%2Fsecret.txt/x",
+        "/reports/synthetic-test/x/..%2F..%2F..%2Fsecret.txt",
+        "/reports/synthetic-test/x/%2E%2E/%2E%2E/%2E%2E/secret.txt",
+        "/reports/..%2F/x/secret.txt",
+        "/reports/synthetic-test/x/%2Fetc%2Fpasswd",
+        "/api/plans/..%2F..%2F/runs",
+    ],
+)
 def test_path_traversal_is_refused(client, path):
     r = client.get(path)
     assert r.status_code in (403, 404)
@@ -183,8 +186,13 @@ def test_report_dir_and_safe_segment(tmp_path):
 
 # ----------------------------------------------------------------------------- Airflow's login
 
-ROUTES = ["/", "/api/plans", "/api/plans/synthetic-test/runs", f"/reports/synthetic-test/{RUN_KEY}/report.html",
-          f"/dag_runs/gcbench__synthetic-test/{RUN_ID}"]
+ROUTES = [
+    "/",
+    "/api/plans",
+    "/api/plans/synthetic-test/runs",
+    f"/reports/synthetic-test/{RUN_KEY}/report.html",
+    f"/dag_runs/gcbench__synthetic-test/{RUN_ID}",
+]
 
 
 @pytest.mark.parametrize("path", ROUTES)
@@ -200,8 +208,7 @@ def test_every_route_answers_the_uis_cookie_and_an_api_bearer_token(reports, air
     root, plans = reports
     app = web.create_app(root, plans)
     by_cookie = TestClient(app, cookies={"_token": airflow_auth()}).get(path, follow_redirects=False)
-    by_bearer = TestClient(app).get(path, headers={"Authorization": f"Bearer {airflow_auth()}"},
-                                    follow_redirects=False)
+    by_bearer = TestClient(app).get(path, headers={"Authorization": f"Bearer {airflow_auth()}"}, follow_redirects=False)
     for r in (by_cookie, by_bearer):
         assert r.status_code in (200, 307), (path, r.status_code, r.text[:200])
 
@@ -215,10 +222,12 @@ def test_forged_expired_and_revoked_tokens_are_refused(reports, airflow_auth):
     def status(token: str) -> int:
         return c.get("/api/plans", headers={"Authorization": f"Bearer {token}"}).status_code
 
-    forged = JWTGenerator(secret_key="not-the-deployments-secret-" + "f" * 48, valid_for=600,
-                          audience="apache-airflow").generate({"sub": "admin", "role": "admin"})
-    expired = JWTGenerator(**get_signing_args(), valid_for=-3600,
-                           audience="apache-airflow").generate({"sub": "admin", "role": "admin"})
+    forged = JWTGenerator(
+        secret_key="not-the-deployments-secret-" + "f" * 48, valid_for=600, audience="apache-airflow"
+    ).generate({"sub": "admin", "role": "admin"})
+    expired = JWTGenerator(**get_signing_args(), valid_for=-3600, audience="apache-airflow").generate(
+        {"sub": "admin", "role": "admin"}
+    )
     assert status("not-a-jwt") == 403 and status(forged) == 403
     assert status(expired) == 401  # Airflow: "Token Expired"
     token = airflow_auth()
@@ -237,8 +246,9 @@ def test_a_user_without_rights_on_a_dag_sees_none_of_its_reports(reports, airflo
     assert page.status_code == 200 and "synthetic-test" not in page.text
     for path in ROUTES[2:]:
         assert c.get(path, follow_redirects=False).status_code == 403, path
-    viewer = TestClient(web.create_app(root, plans),
-                        headers={"Authorization": f"Bearer {airflow_auth('ann', 'viewer')}"})
+    viewer = TestClient(
+        web.create_app(root, plans), headers={"Authorization": f"Bearer {airflow_auth('ann', 'viewer')}"}
+    )
     assert "synthetic-test" in [p["plan"] for p in viewer.get("/api/plans").json()]
 
 
@@ -276,12 +286,19 @@ def test_plugin_validates_against_airflow_ui_models():
 
 
 def test_plugin_module_imports_cheaply():
-    code = ("import sys, gcbench.report.airflow_plugin; "
-            "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'numpy') "
-            "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)")
+    code = (
+        "import sys, gcbench.report.airflow_plugin; "
+        "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'numpy') "
+        "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
+    )
     plugins = str(Path(__file__).resolve().parents[2] / "plugins")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**__import__("os").environ, "PYTHONPATH": plugins})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, "PYTHONPATH": plugins},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -313,21 +330,29 @@ def test_airflow_api_server_mounts_the_app_behind_its_login(tmp_path, reports):
     plugins_dir = tmp_path / "airflow_plugins"
     plugins_dir.mkdir()
     repo = Path(__file__).resolve().parents[2]
-    env = {**__import__("os").environ, "AIRFLOW_HOME": str(tmp_path / "airflow"),
-           "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_dir),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "GCBENCH_REPORTS_DIR": str(root),
-           "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
-           "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET, "PYTHONPATH": str(repo / "plugins")}
+    env = {
+        **__import__("os").environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins_dir),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "GCBENCH_REPORTS_DIR": str(root),
+        "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+        "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
+        "PYTHONPATH": str(repo / "plugins"),
+    }
     (tmp_path / "passwords.json").write_text('{"admin": "probe-password"}')
     # Without the installed entry point, the plugins folder registers it instead.
     from importlib.metadata import entry_points
 
     if not any(e.name == "gcbench" for e in entry_points(group="airflow.plugins")):
         (plugins_dir / "gcbench_plugin.py").write_text(
-            "from gcbench.report.airflow_plugin import GCBenchPlugin  # noqa: F401\n")
-    r = subprocess.run([sys.executable, "-c", AIRFLOW_PROBE], capture_output=True, text=True,
-                       timeout=120, env=env, cwd=tmp_path)
+            "from gcbench.report.airflow_plugin import GCBenchPlugin  # noqa: F401\n"
+        )
+    r = subprocess.run(
+        [sys.executable, "-c", AIRFLOW_PROBE], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = __import__("json").loads(r.stdout.strip().splitlines()[-1])
     assert out["anonymous"] == 401, "the plugin app answers without Airflow's login"

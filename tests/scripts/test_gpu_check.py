@@ -70,8 +70,13 @@ def test_the_check_needs_nothing_a_bare_gpu_machine_lacks_but_pydantic(tmp_path)
     not Airflow, psycopg2, ruamel.yaml, croniter, docker (pydantic is carried as wheels)."""
     (tmp_path / "sitecustomize.py").write_text(BLOCK)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_check.py"), "--dry-run", "--seconds", "1.2"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_check.py"), "--dry-run", "--seconds", "1.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "3 Cross-check as trials run it" in proc.stdout
 
@@ -80,9 +85,13 @@ def test_shell_entry_fails_clearly_without_pydantic_or_wheels(tmp_path):
     bare = tmp_path / "python3"
     bare.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; sys.exit(1)' \"$@\"\n")
     bare.chmod(0o755)
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "GPU_PYTHON": str(bare), "WHEELHOUSE": str(tmp_path / "none")})
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GPU_PYTHON": str(bare), "WHEELHOUSE": str(tmp_path / "none")},
+    )
     assert proc.returncode == 2
     assert "has no pydantic and" in proc.stderr and "make gpu-wheels" in proc.stderr
     assert not (tmp_path / "out").exists()

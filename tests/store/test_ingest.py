@@ -29,15 +29,46 @@ def write_trial(outdir, spec, status="ok", n_samples=50, plan=None, extra_lines=
         rows.append(f"{t:.3f},gpu0,simulated,300.0,301.5,{1000 + 300 * t:.3f},40,1980,0")
     (outdir / "samples.csv").write_text("\n".join(rows) + "\n" + extra_lines)
     result = {
-        "schema": 1, "trial_id": spec.trial_id, "plan": plan or spec.plan, "status": status, "exit_code": 0,
+        "schema": 1,
+        "trial_id": spec.trial_id,
+        "plan": plan or spec.plan,
+        "status": status,
+        "exit_code": 0,
         "error": None if status == "ok" else "boom",
         "windows": {"main": {"start_s": 0.5, "end_s": 2.0}},
-        "energy": {"main": {"window_start_s": 0.5, "window_end_s": 2.0, "duration_s": 1.5, "gpu_energy_j": 450.0,
-                            "cpu_energy_j": None, "cpu_reason": "no RAPL", "simulated": True, "flags": [],
-                            "gpu": [{"device": "gpu0", "energy_j": 450.0, "method": "simulated", "source": "simulated",
-                                     "update_period_s": 0.1}], "cpu": [], "sample_hz": 20}},
-        "metrics": {"duration_s": 1.5, "bytes": 3e9, "gb_per_s": 2.0, "gpu_energy_j": 450.0, "gpu_j_per_gb": 150.0,
-                    "cpu_energy_j": None, "energy_kwh": 450.0 / 3.6e6, "device_kind": "cpu"},
+        "energy": {
+            "main": {
+                "window_start_s": 0.5,
+                "window_end_s": 2.0,
+                "duration_s": 1.5,
+                "gpu_energy_j": 450.0,
+                "cpu_energy_j": None,
+                "cpu_reason": "no RAPL",
+                "simulated": True,
+                "flags": [],
+                "gpu": [
+                    {
+                        "device": "gpu0",
+                        "energy_j": 450.0,
+                        "method": "simulated",
+                        "source": "simulated",
+                        "update_period_s": 0.1,
+                    }
+                ],
+                "cpu": [],
+                "sample_hz": 20,
+            }
+        },
+        "metrics": {
+            "duration_s": 1.5,
+            "bytes": 3e9,
+            "gb_per_s": 2.0,
+            "gpu_energy_j": 450.0,
+            "gpu_j_per_gb": 150.0,
+            "cpu_energy_j": None,
+            "energy_kwh": 450.0 / 3.6e6,
+            "device_kind": "cpu",
+        },
         "measurement": {"backend": "simulated"},
     }
     (outdir / "result.json").write_text(json.dumps(result))
@@ -67,7 +98,9 @@ def test_migrations_apply_once(conn):
 def test_collect_stores_trial_samples_metrics_and_co2e(conn, run_pk, tmp_path):
     spec = expand(PLAN)[0]
     write_trial(tmp_path / spec.trial_id, spec)
-    out = ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id, carbon={"intensity_kg_per_kwh": 0.2, "band": [0.1, 0.3]})
+    out = ingest.collect_trial(
+        conn, run_pk, spec, tmp_path / spec.trial_id, carbon={"intensity_kg_per_kwh": 0.2, "band": [0.1, 0.3]}
+    )
     assert (out.action, out.status, out.samples, out.samples_dropped) == ("stored", "ok", 50, 0)
     df = queries.trials_frame(conn, run_pk)
     row = df.iloc[0]
@@ -123,10 +156,13 @@ def test_retry_after_failure_replaces_the_failed_row(conn, run_pk, tmp_path):
         assert cur.fetchone()[0] == 7
 
 
-@pytest.mark.parametrize("content,reason", [
-    ('{"schema": 1, "trial_id": "x", "pl', "not valid JSON"),
-    ("[1, 2]", "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "content,reason",
+    [
+        ('{"schema": 1, "trial_id": "x", "pl', "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+)
 def test_unreadable_result_is_refused_with_reason(conn, run_pk, tmp_path, content, reason):
     spec = expand(PLAN)[0]
     outdir = tmp_path / spec.trial_id
@@ -159,7 +195,9 @@ def test_stored_trials_found_by_logical_date(conn, run_pk, tmp_path):
     write_trial(tmp_path / spec.trial_id, spec)
     ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id)
     # a backfill run of the same logical date sees the trial; another date does not
-    assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__x", "2026-11-01T00:00:00+00:00") == {spec.trial_id: "ok"}
+    assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__x", "2026-11-01T00:00:00+00:00") == {
+        spec.trial_id: "ok"
+    }
     assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__y", "2026-11-02T00:00:00+00:00") == {}
 
 
@@ -206,7 +244,9 @@ def test_log_cut_inside_a_character_and_with_invalid_utf8_is_stored_readable(con
     outdir = tmp_path / spec.trial_id
     write_trial(outdir, spec, status="failed")
     # 1,999 two-byte characters after one ASCII byte: the last 4000 bytes start mid-character
-    (outdir / "trial.log").write_bytes(b"x" + "é".encode() * 1999 + b"\n\xff\xfe bad bytes, then \xe2\x82 a split euro\n")
+    (outdir / "trial.log").write_bytes(
+        b"x" + "é".encode() * 1999 + b"\n\xff\xfe bad bytes, then \xe2\x82 a split euro\n"
+    )
     out = ingest.collect_trial(conn, run_pk, spec, outdir)
     with conn.cursor() as cur:
         cur.execute("SELECT log_tail FROM trials")
@@ -226,8 +266,10 @@ def test_unsigned_64_bit_clocks_bitmask_keeps_all_40_samples_exactly_c07(conn, r
     out = ingest.collect_trial(conn, run_pk, spec, outdir)
     assert (out.status, out.samples, out.samples_dropped, out.fields_nulled, out.notes) == ("ok", 40, 0, 0, [])
     with conn.cursor() as cur:
-        cur.execute("SELECT count(*), count(power_w), count(energy_j), min(clocks_event_reasons::text), "
-                    "max(clocks_event_reasons::text) FROM samples")
+        cur.execute(
+            "SELECT count(*), count(power_w), count(energy_j), min(clocks_event_reasons::text), "
+            "max(clocks_event_reasons::text) FROM samples"
+        )
         assert cur.fetchone() == (40, 40, 40, "9223372036854775809", "9223372036854775809")
     conn.commit()
     samples = queries.samples_frame(conn, run_pk, spec.trial_id)
@@ -266,9 +308,15 @@ def test_the_bitmask_is_read_back_exactly_and_validation_still_names_throttle_bi
 def test_a_trial_with_every_kind_of_bad_value_keeps_its_energy_and_says_what_changed(conn, run_pk, tmp_path):
     spec = expand(PLAN)[0]
     outdir = tmp_path / spec.trial_id
-    result = write_trial(outdir, spec, n_samples=10, extra_lines=(
-        "0.600,gpu0,nvml,abc,301.5,1180.0,40,1980,0\n"                     # power not a number
-        "0.650,gpu\x00,nvml,300.0,301.5,1195.0,40,1980,99999999999999999999\n"))  # NUL label, 20-digit mask
+    result = write_trial(
+        outdir,
+        spec,
+        n_samples=10,
+        extra_lines=(
+            "0.600,gpu0,nvml,abc,301.5,1180.0,40,1980,0\n"  # power not a number
+            "0.650,gpu\x00,nvml,300.0,301.5,1195.0,40,1980,99999999999999999999\n"
+        ),
+    )  # NUL label, 20-digit mask
     result["metrics"]["note"] = "line\x00two"
     result["metrics"]["labels"] = {"k\x00": ["v\ud800", 1e400]}
     result["metrics"]["neg_zero_j"] = -0.0
@@ -277,11 +325,16 @@ def test_a_trial_with_every_kind_of_bad_value_keeps_its_energy_and_says_what_cha
     assert (out.status, out.samples, out.samples_dropped) == ("ok", 12, 0)
     assert out.fields_nulled == 3 and out.text_repaired == 4
     with conn.cursor() as cur:
-        cur.execute("SELECT name, value, text_value FROM metrics WHERE name IN ('note', 'labels', 'neg_zero_j', "
-                    "'gpu_energy_j') ORDER BY name")
-        assert cur.fetchall() == [("gpu_energy_j", 450.0, None),
-                                  ("labels", None, '{"k\ufffd": ["v\ufffd", null]}'),
-                                  ("neg_zero_j", 0.0, None), ("note", None, "line\ufffdtwo")]
+        cur.execute(
+            "SELECT name, value, text_value FROM metrics WHERE name IN ('note', 'labels', 'neg_zero_j', "
+            "'gpu_energy_j') ORDER BY name"
+        )
+        assert cur.fetchall() == [
+            ("gpu_energy_j", 450.0, None),
+            ("labels", None, '{"k\ufffd": ["v\ufffd", null]}'),
+            ("neg_zero_j", 0.0, None),
+            ("note", None, "line\ufffdtwo"),
+        ]
         cur.execute("SELECT device, power_w, energy_j, clocks_event_reasons FROM samples WHERE t_s >= 0.6 ORDER BY t_s")
         assert cur.fetchall() == [("gpu0", None, 1180.0, 0), ("gpu\ufffd", 300.0, 1195.0, None)]
         cur.execute("SELECT ingest_notes, samples_dropped FROM trials")
@@ -300,14 +353,17 @@ def test_a_plan_with_a_nul_in_a_setting_is_registered_with_it_replaced(conn, tmp
 
     plan = plan_from_text('name: nul\nworkloads:\n  - {name: w, kind: noop, settings: {note: "a\\0b"}}\n')
     assert plan.workloads[0].settings["note"] == "a\x00b"  # YAML's "\0" escape
-    pk = ingest.register_run(conn, plan, plan.dag_id, "manual__nul", None,
-                             {"note": "c\x00d", "when": datetime(2026, 1, 1)})
+    pk = ingest.register_run(
+        conn, plan, plan.dag_id, "manual__nul", None, {"note": "c\x00d", "when": datetime(2026, 1, 1)}
+    )
     spec = expand(plan)[0]
     write_trial(tmp_path / spec.trial_id, spec)
     assert ingest.collect_trial(conn, pk, spec, tmp_path / spec.trial_id).status == "ok"
     with conn.cursor() as cur:
-        cur.execute("SELECT p.plan->'workloads'->0->'settings'->>'note', r.params, t.spec->'settings'->>'note' "
-                    "FROM plans p JOIN dag_runs r USING (plan_name) JOIN trials t ON t.dag_run_id = r.id")
+        cur.execute(
+            "SELECT p.plan->'workloads'->0->'settings'->>'note', r.params, t.spec->'settings'->>'note' "
+            "FROM plans p JOIN dag_runs r USING (plan_name) JOIN trials t ON t.dag_run_id = r.id"
+        )
         assert cur.fetchone() == ("a\ufffdb", {"note": "c\ufffdd", "when": "2026-01-01 00:00:00"}, "a\ufffdb")
     conn.commit()
 
@@ -317,7 +373,7 @@ def test_collect_twice_is_unchanged_when_numbers_read_back_differently_from_json
     which Python does not find equal to the float; the comparison is the server's."""
     spec = expand(PLAN)[0]
     result = write_trial(tmp_path / spec.trial_id, spec)
-    result["notes"] = [1.0605852582168403e+17, 5e-324, -0.0, 2 ** 70]
+    result["notes"] = [1.0605852582168403e17, 5e-324, -0.0, 2**70]
     (tmp_path / spec.trial_id / "result.json").write_text(json.dumps(result))
     assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "stored"
     assert ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id).action == "unchanged"
@@ -342,8 +398,11 @@ def test_a_resumed_run_keeps_its_interruption_as_history(conn, run_pk):
     ingest.reset_run_outcome(conn, run_pk)  # the resumed attempt starts
     notes, interrupted_at = _run_state(conn, run_pk)
     assert interrupted_at is None and len(notes) == 1
-    assert re.fullmatch(r"Interrupted by SIGINT \(Ctrl-C\) after 13 of 21 trials at 2026-12-01 05:34:40 UTC; "
-                        r"resumed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.", notes[0]), notes
+    assert re.fullmatch(
+        r"Interrupted by SIGINT \(Ctrl-C\) after 13 of 21 trials at 2026-12-01 05:34:40 UTC; "
+        r"resumed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\.",
+        notes[0],
+    ), notes
     first = notes[0]
     # interrupted again and resumed again: both stay, in order; a later attempt's reset keeps them
     again = "Interrupted by SIGTERM after 20 of 21 trials; running it again does the 1 missing one."

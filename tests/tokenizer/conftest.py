@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from tok_vectors import REPO, load_vectors
 
 

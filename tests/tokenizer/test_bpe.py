@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gcbench.tokenizer import Encoder, Merges, MergesError, MergesNotFoundError, OutputError, default_corpus, pretokenize, train
+from gcbench.tokenizer import (
+    Encoder,
+    Merges,
+    MergesError,
+    MergesNotFoundError,
+    OutputError,
+    default_corpus,
+    pretokenize,
+    train,
+)
 from gcbench.tokenizer.errors import TokenizerError
 
 S = b" \t\n\x0b\x0c\r"
@@ -221,8 +230,19 @@ def test_whole_array_passes_give_the_heap_merge_ids_on_random_long_chunks(vector
 
     rnd = random.Random(15)
     enc = Encoder(vector_merges)
-    alphabets = [b"a", b"ab", b"aab", b"eeet", b"etaoinshrdlu", b"-=", b"  \t", b"0123456789",
-                 bytes(range(0x80, 0x100)), b"thethe", b"\n\n "]
+    alphabets = [
+        b"a",
+        b"ab",
+        b"aab",
+        b"eeet",
+        b"etaoinshrdlu",
+        b"-=",
+        b"  \t",
+        b"0123456789",
+        bytes(range(0x80, 0x100)),
+        b"thethe",
+        b"\n\n ",
+    ]
     checked = 0
     for _ in range(40):
         alphabet = rnd.choice(alphabets)

@@ -85,7 +85,7 @@ def test_failed_go_build_raises_with_the_compiler_message(tmp_path):
 def test_failed_rust_build_raises_with_the_compiler_message(tmp_path):
     native = copy_native(tmp_path, "rust")
     lib = native / "rust" / "src" / "lib.rs"
-    lib.write_text(lib.read_text() + "\nfn broken() -> u32 { \"text\" }\n")
+    lib.write_text(lib.read_text() + '\nfn broken() -> u32 { "text" }\n')
     with pytest.raises(TokenizerBuildError) as info:
         tk.build_local("rust", tmp_path / "tools", native_dir=native)
     assert "cargo build --release failed (exit status 101)" in str(info.value)

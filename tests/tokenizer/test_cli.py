@@ -6,10 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from tok_vectors import REPO
 
 from gcbench.tokenizer import Encoder, Merges, read_tokens
-
-from tok_vectors import REPO
 
 
 def gcbench(*args, env_home=None):
@@ -18,7 +17,9 @@ def gcbench(*args, env_home=None):
     env = dict(os.environ, PYTHONPATH=str(REPO / "plugins"))
     if env_home:
         env["GCBENCH_HOME"] = str(env_home)
-    return subprocess.run([sys.executable, "-m", "gcbench.cli", *map(str, args)], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "gcbench.cli", *map(str, args)], capture_output=True, text=True, env=env
+    )
 
 
 def test_train_then_tokenize_with_python_writes_a_readable_token_file(tmp_path):
@@ -44,8 +45,19 @@ def test_tokenize_reports_a_corrupt_merges_file_in_one_line_with_exit_code_4(imp
     bad.write_bytes(b"gcbench-bpe-merges v1 3\n97 98\n")
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"abc")
-    res = gcbench("tokenize", "--impl", impl, "--merges", bad, "--in", corpus, "--out", tmp_path / "t.tok",
-                  "--cache-dir", tools_cache)
+    res = gcbench(
+        "tokenize",
+        "--impl",
+        impl,
+        "--merges",
+        bad,
+        "--in",
+        corpus,
+        "--out",
+        tmp_path / "t.tok",
+        "--cache-dir",
+        tools_cache,
+    )
     assert res.returncode == 4
     assert res.stderr.strip() == f"error: {bad}: corrupt merges file: header announces 3 merges but the file has 1"
 
@@ -74,6 +86,8 @@ def test_tokenize_prints_file_names_as_their_bytes_whatever_the_terminal_encodin
 
 
 def test_tokenize_takes_an_empty_path_as_a_missing_file_not_the_current_folder(tmp_path):
-    res = gcbench("tokenize", "--merges", REPO / "tests" / "vectors" / "merges.txt", "--in", "", "--out", tmp_path / "t.tok")
+    res = gcbench(
+        "tokenize", "--merges", REPO / "tests" / "vectors" / "merges.txt", "--in", "", "--out", tmp_path / "t.tok"
+    )
     assert res.returncode == 5
     assert res.stderr == "error: : cannot read corpus: No such file or directory\n"

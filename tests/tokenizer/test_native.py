@@ -4,6 +4,7 @@ same token file as the Python reference, byte for byte, and fail alike."""
 from __future__ import annotations
 
 import pytest
+from tok_vectors import letters_lcg
 
 from gcbench.tokenizer import (
     CorpusError,
@@ -18,8 +19,6 @@ from gcbench.tokenizer import (
     write_tokens,
 )
 from gcbench.tokenizer.native import run_native
-
-from tok_vectors import letters_lcg
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tok_vectors import VECTORS, letters_lcg
 
 from gcbench.tokenizer import default_corpus
-
-from tok_vectors import VECTORS, letters_lcg
 
 IMPLS = ("python", "go", "rust")
 
@@ -152,7 +151,7 @@ CASES = [
     Case("output replaces an existing file", out_at(lambda d: _corpus(d, b"old", "out.tok"))),
     # merges files
     Case("merges file empty", bad_merges(b""), fails=4),
-    Case("merges id with bytes that are not utf-8", bad_merges(b"gcbench-bpe-merges v1 1\n\xff\"\\ 98\n"), fails=4),
+    Case("merges id with bytes that are not utf-8", bad_merges(b'gcbench-bpe-merges v1 1\n\xff"\\ 98\n'), fails=4),
     Case("merges version not utf-8", bad_merges(b"gcbench-bpe-merges v\xc3\xa9\x00 0\n"), fails=4),
     Case("merges header only, binary junk", bad_merges(bytes(range(256)) + b"\n"), fails=4),
     Case("merges making bytes twice", bad_merges(b"gcbench-bpe-merges v1 4\n97 98\n256 99\n98 99\n97 258\n"), fails=4),
@@ -166,8 +165,10 @@ CASES = [
     Case("a line of 2 MB of letters", ok_with(lambda: letters_lcg(2_000_000, 11))),
     Case("1 MB of spaces then a word", ok_with(lambda: b" " * 1_000_000 + b"word")),
     Case("1 MB of NUL bytes", ok_with(lambda: b"\x00" * 1_000_000)),
-    Case("long runs of each class", ok_with(
-        lambda: b"9" * 300_000 + b"\r\n" * 200_000 + b"\xc3\xa9" * 200_000 + b"-=" * 100_000)),
+    Case(
+        "long runs of each class",
+        ok_with(lambda: b"9" * 300_000 + b"\r\n" * 200_000 + b"\xc3\xa9" * 200_000 + b"-=" * 100_000),
+    ),
 ]
 
 
@@ -176,8 +177,24 @@ def run_cli(impl: str, merges: str, corpus: str, out: str, cache: Path, monkeypa
     (bytes: file names are printed as their own bytes)."""
     from gcbench.cli import main
 
-    monkeypatch.setattr(sys, "argv", ["gcbench", "tokenize", "--impl", impl, "--merges", merges, "--in", corpus,
-                                      "--out", out, "--cache-dir", str(cache)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "gcbench",
+            "tokenize",
+            "--impl",
+            impl,
+            "--merges",
+            merges,
+            "--in",
+            corpus,
+            "--out",
+            out,
+            "--cache-dir",
+            str(cache),
+        ],
+    )
     with pytest.raises(SystemExit) as exit_:
         main()
     captured = capsysbinary.readouterr()
@@ -206,7 +223,8 @@ def both_binaries(request):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_implementation_gives_the_same_token_file_or_the_same_error(
-        case, tmp_path, tools_cache, both_binaries, monkeypatch, capsysbinary):
+    case, tmp_path, tools_cache, both_binaries, monkeypatch, capsysbinary
+):
     results = {}
     for impl in IMPLS:
         folder = tmp_path / impl  # the same names, in a folder per implementation
@@ -232,8 +250,9 @@ def test_go_and_rust_programs_agree_byte_for_byte(case, tmp_path, both_binaries)
         folder = tmp_path / impl
         folder.mkdir()
         merges, corpus, out = case.make(folder)
-        proc = subprocess.run([binary, "--merges", merges, "--in", corpus, "--out", out], capture_output=True,
-                              cwd=folder)
+        proc = subprocess.run(
+            [binary, "--merges", merges, "--in", corpus, "--out", out], capture_output=True, cwd=folder
+        )
         written = Path(out).read_bytes() if proc.returncode == 0 else None
         stderr = proc.stderr.replace(f"gcbench-tok-{impl}".encode(), b"<prog>").replace(os.fsencode(folder), b"<dir>")
         results[impl] = (proc.returncode, stderr, written)
@@ -245,8 +264,9 @@ def test_go_and_rust_programs_agree_byte_for_byte(case, tmp_path, both_binaries)
 
 
 @pytest.mark.slow
-def test_a_large_file_gives_the_same_token_file_everywhere(tmp_path, tools_cache, both_binaries, monkeypatch,
-                                                          capsysbinary):
+def test_a_large_file_gives_the_same_token_file_everywhere(
+    tmp_path, tools_cache, both_binaries, monkeypatch, capsysbinary
+):
     # ~30 MB: prose, long runs, a 2 MB line, every byte value (truly huge files are
     # bounded by memory, not by the code: positions are 64-bit where a chunk needs it).
     prose = default_corpus()

@@ -11,9 +11,9 @@ from gcbench.tokenizer import Encoder, Merges, default_corpus, train
 
 pytest.importorskip("tiktoken")
 
-from gcbench.tokenizer.tiktoken_encoding import differing_chunks, tiktoken_encoding  # noqa: E402
-
 from tok_vectors import letters_lcg  # noqa: E402
+
+from gcbench.tokenizer.tiktoken_encoding import differing_chunks, tiktoken_encoding  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,11 @@ def test_tiktoken_gives_the_reference_ids_on_the_real_corpus_with_trained_merges
     assert differing_chunks(merges, corpus.decode("utf-8"))[0] == 0
 
 
-@pytest.mark.parametrize("text", [" " * 100_000, "-" * 50_001, "\n\n " * 9_000, letters_lcg(200_000, 5).decode()],
-                         ids=["spaces", "dashes", "newlines", "letters"])
+@pytest.mark.parametrize(
+    "text",
+    [" " * 100_000, "-" * 50_001, "\n\n " * 9_000, letters_lcg(200_000, 5).decode()],
+    ids=["spaces", "dashes", "newlines", "letters"],
+)
 def test_tiktoken_gives_the_reference_ids_on_long_chunks(tt, vector_merges, text):
     assert tt.encode_ordinary(text) == Encoder(vector_merges).encode(text.encode("utf-8"))
 

@@ -18,8 +18,14 @@ def test_token_file_layout_is_the_documented_header_then_little_endian_uint16(tm
     path = tmp_path / "t.tok"
     assert write_tokens(path, [1, 2047], vector_merges) == 2
     expected = (
-        b"GCBTOKEN" + (1).to_bytes(4, "little") + (2).to_bytes(4, "little") + (2048).to_bytes(4, "little")
-        + bytes(4) + (2).to_bytes(8, "little") + bytes.fromhex(vectors.merges_sha256) + b"\x01\x00\xff\x07"
+        b"GCBTOKEN"
+        + (1).to_bytes(4, "little")
+        + (2).to_bytes(4, "little")
+        + (2048).to_bytes(4, "little")
+        + bytes(4)
+        + (2).to_bytes(8, "little")
+        + bytes.fromhex(vectors.merges_sha256)
+        + b"\x01\x00\xff\x07"
     )
     assert path.read_bytes() == expected
 
@@ -63,7 +69,9 @@ def test_reader_refuses_ids_made_with_other_merges(tmp_path, vector_merges):
     path = tmp_path / "t.tok"
     write_tokens(path, [1, 2, 3], vector_merges)
     other = Merges(((97, 98),))
-    with pytest.raises(TokenFileError, match="made with merges sha256 91b7b1b3a625da29.*not with the given merges") as info:
+    with pytest.raises(
+        TokenFileError, match="made with merges sha256 91b7b1b3a625da29.*not with the given merges"
+    ) as info:
         read_tokens(path, other)
     assert info.value.exit_code == 7
 

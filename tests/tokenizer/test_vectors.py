@@ -3,13 +3,21 @@ the same file in go test and cargo test."""
 
 from __future__ import annotations
 
-from gcbench.tokenizer import Encoder
-
 from tok_vectors import ids_sha256, letters_lcg
 
+from gcbench.tokenizer import Encoder
+
 REQUIRED = {
-    "ascii_sentence", "whitespace_runs", "emoji", "four_byte_code_points", "combining_marks", "cjk",
-    "right_to_left", "invalid_utf8", "empty", "long_run_spaces",
+    "ascii_sentence",
+    "whitespace_runs",
+    "emoji",
+    "four_byte_code_points",
+    "combining_marks",
+    "cjk",
+    "right_to_left",
+    "invalid_utf8",
+    "empty",
+    "long_run_spaces",
 }
 
 

@@ -28,8 +28,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 ADMIN_PASSWORD = "gcbench-ui-test"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 def sqlalchemy_url(dsn: str) -> str:
@@ -72,8 +80,7 @@ class AirflowStack:
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url or f"sqlite:///{home / 'airflow.db'}",
-            "AIRFLOW__CORE__AUTH_MANAGER":
-                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "AIRFLOW__API__HOST": "127.0.0.1",
@@ -92,8 +99,9 @@ class AirflowStack:
         }
 
     def _airflow(self, *args: str, timeout: float = 300) -> None:
-        proc = subprocess.run([sys.executable, "-m", "airflow", *args], env=self.env, capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "airflow", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"airflow {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
@@ -103,9 +111,16 @@ class AirflowStack:
             self._airflow("pools", "set", pool, "1", "GC-Bench: one trial per GPU")
         for name in ("api-server", "scheduler", "dag-processor"):
             log = open(self.home / f"{name}.log", "wb")
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "airflow", name], env=self.env, stdout=log,
-                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                               start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "airflow", name],
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         self.wait(lambda: self.get("/api/v2/monitor/health", auth=False) is not None, 120, "the API server")
 
     def stop(self) -> None:
@@ -120,8 +135,9 @@ class AirflowStack:
                 p.wait()
 
     def logs(self) -> str:
-        return "\n".join(f"--- {f.name} ---\n" + f.read_text(errors="replace")[-3000:]
-                         for f in sorted(self.home.glob("*.log")))
+        return "\n".join(
+            f"--- {f.name} ---\n" + f.read_text(errors="replace")[-3000:] for f in sorted(self.home.glob("*.log"))
+        )
 
     def wait(self, cond, timeout_s: float, what: str):
         deadline = time.monotonic() + timeout_s
@@ -141,9 +157,12 @@ class AirflowStack:
         cached = getattr(self, "_token", None)
         if cached and time.monotonic() - cached[1] < 300:
             return cached[0]
-        req = urllib.request.Request(f"{self.url}/auth/token", method="POST",
-                                     data=json.dumps({"username": "admin", "password": ADMIN_PASSWORD}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.url}/auth/token",
+            method="POST",
+            data=json.dumps({"username": "admin", "password": ADMIN_PASSWORD}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             token = json.loads(r.read())["access_token"]
         self._token = (token, time.monotonic())
@@ -155,9 +174,12 @@ class AirflowStack:
         Raises:
             urllib.error.HTTPError: the API refused it (its body holds the reason).
         """
-        req = urllib.request.Request(self.url + path, method="POST", data=json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {self.token()}",
-                                              "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path,
+            method="POST",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 
@@ -175,10 +197,20 @@ class Browser:
 
     def __init__(self, profile: Path):
         self.profile = profile
-        self.proc = subprocess.Popen([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                                      "--remote-debugging-port=0", "--window-size=1400,1000", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "HOME": str(profile)}, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                CHROMIUM,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                "--window-size=1400,1000",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "HOME": str(profile)},
+            start_new_session=True,
+        )
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -233,8 +265,10 @@ class Browser:
             if last:
                 return last
             time.sleep(0.3)
-        raise TimeoutError(f"waited {timeout_s:.0f} s for {what}; page: {self.js('location.href')}\n"
-                           f"{(self.js('document.body && document.body.innerText') or '')[:2000]}")
+        raise TimeoutError(
+            f"waited {timeout_s:.0f} s for {what}; page: {self.js('location.href')}\n"
+            f"{(self.js('document.body && document.body.innerText') or '')[:2000]}"
+        )
 
     def screenshot(self, path: Path) -> None:
         import base64

@@ -30,8 +30,11 @@ def _ours(home: Path) -> list[str]:
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
             cmdline = " ".join(p.info["cmdline"] or [])
-            if p.pid != os.getpid() and p.status() != psutil.STATUS_ZOMBIE and (
-                    str(home) in cmdline or p.environ().get("GCBENCH_HOME") == str(home)):
+            if (
+                p.pid != os.getpid()
+                and p.status() != psutil.STATUS_ZOMBIE
+                and (str(home) in cmdline or p.environ().get("GCBENCH_HOME") == str(home))
+            ):
                 found.append(f"{p.pid}: {cmdline[:120]}")
         except psutil.Error:
             continue
@@ -50,24 +53,31 @@ def test_up_serves_the_ui_without_plugin_errors_and_down_leaves_nothing(tmp_path
     plans.mkdir()
     shutil.copy(REPO / "plans" / "smoke.yaml", plans / "smoke.yaml")
     shutil.copy(REPO / "tests" / "fixtures" / "cases" / "plans" / "gpu0_1_pair.yaml", plans / "pair.yaml")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AIRFLOW") and k not in ("GCBENCH_DATABASE_URL",)}
-    env.update({"GCBENCH_HOME": str(home), "GCBENCH_PLANS_DIR": str(plans), "GCBENCH_PROJECT_ROOT": str(REPO),
-                "GCBENCH_REPORTS_DIR": str(tmp_path / "reports")})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW") and k not in ("GCBENCH_DATABASE_URL",)}
+    env.update(
+        {
+            "GCBENCH_HOME": str(home),
+            "GCBENCH_PLANS_DIR": str(plans),
+            "GCBENCH_PROJECT_ROOT": str(REPO),
+            "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
+        }
+    )
     port = free_port()
     gcbench = [sys.executable, "-m", "gcbench.cli", "airflow"]
     try:
-        up = subprocess.run([*gcbench, "up", "--port", str(port)], capture_output=True, text=True, env=env,
-                            timeout=600)
+        up = subprocess.run([*gcbench, "up", "--port", str(port)], capture_output=True, text=True, env=env, timeout=600)
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         url = f"http://127.0.0.1:{port}"
         password_file = home / "airflow" / "passwords.json"
         assert f"Airflow UI: {url}  user admin, password in {password_file}" in up.stdout
         assert "pools (1 slot each): gcbench_gpu0, gcbench_gpu1" in up.stdout
         password = json.loads(password_file.read_text())["admin"]
-        req = urllib.request.Request(f"{url}/auth/token", method="POST",
-                                     data=json.dumps({"username": "admin", "password": password}).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{url}/auth/token",
+            method="POST",
+            data=json.dumps({"username": "admin", "password": password}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=60) as r:
             token = json.loads(r.read())["access_token"]
 
@@ -89,8 +99,9 @@ def test_up_serves_the_ui_without_plugin_errors_and_down_leaves_nothing(tmp_path
         assert {"gcbench__smoke", "gcbench__study-b"} <= dags
         assert _api(url, token, "/api/v2/importErrors")["total_entries"] == 0
 
-        again = subprocess.run([*gcbench, "up", "--port", str(port)], capture_output=True, text=True, env=env,
-                               timeout=300)
+        again = subprocess.run(
+            [*gcbench, "up", "--port", str(port)], capture_output=True, text=True, env=env, timeout=300
+        )
         assert again.returncode == 0 and f"already running: {url}" in again.stdout
         assert _ours(home)  # the services, the database holder, the embedded PostgreSQL
     finally:

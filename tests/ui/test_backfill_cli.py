@@ -35,9 +35,26 @@ NIGHTS = ("2026-02-01T02:00:00+00:00", "2026-02-02T02:00:00+00:00")
 
 
 def _backfill(stack: AirflowStack, *extra: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "airflow", "backfill", "create", "--dag-id", DAG_ID,
-                           "--from-date", "2026-02-01T00:00:00+00:00", "--to-date", "2026-02-02T23:00:00+00:00",
-                           *extra], env=stack.env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "backfill",
+            "create",
+            "--dag-id",
+            DAG_ID,
+            "--from-date",
+            "2026-02-01T00:00:00+00:00",
+            "--to-date",
+            "2026-02-02T23:00:00+00:00",
+            *extra,
+        ],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -58,8 +75,11 @@ def _trials(pg_url: str) -> list[tuple]:
 
     conn = psycopg2.connect(pg_url)
     with conn.cursor() as cur:
-        cur.execute("SELECT r.logical_date, t.trial_id, t.variant, t.id FROM gcbench.trials t "
-                    "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id WHERE r.dag_id = %s ORDER BY t.id", (DAG_ID,))
+        cur.execute(
+            "SELECT r.logical_date, t.trial_id, t.variant, t.id FROM gcbench.trials t "
+            "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id WHERE r.dag_id = %s ORDER BY t.id",
+            (DAG_ID,),
+        )
         rows = cur.fetchall()
     conn.close()
     return [(r[0].isoformat(), *r[1:]) for r in rows]
@@ -80,8 +100,16 @@ def test_backfill_create_runs_only_missing_trials(tmp_path, pg_url, airflow_db):
     old_ids = {s.trial_id for s in expand(plan_from_text(PLAN.format(ticks="[0.01]")))}
     home = tmp_path / "airflow"
     home.mkdir()
-    stack = AirflowStack(home, plans, {"GCBENCH_HOME": str(tmp_path / "gcbench"), "GCBENCH_DATABASE_URL": pg_url,
-                                       "GCBENCH_REPORTS_DIR": str(tmp_path / "reports")}, metadata_url=airflow_db)
+    stack = AirflowStack(
+        home,
+        plans,
+        {
+            "GCBENCH_HOME": str(tmp_path / "gcbench"),
+            "GCBENCH_DATABASE_URL": pg_url,
+            "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
+        },
+        metadata_url=airflow_db,
+    )
     try:
         stack.start(pools=["gcbench_gpu0"])
         stack.wait(lambda: stack.get(f"/api/v2/dags/{DAG_ID}"), 90, "the DAG to be parsed")
@@ -97,16 +125,28 @@ def test_backfill_create_runs_only_missing_trials(tmp_path, pg_url, airflow_db):
         (plans / "bf.yaml").write_text(grown)
         all_ids = {s.trial_id for s in expand(plan_from_text(grown))}
         new_ids = all_ids - old_ids
-        stack.wait(lambda: "noop[tick_s=0.02]" in str(stack.get(f"/api/v2/dags/{DAG_ID}/details") or ""), 90,
-                   "the grown plan to be parsed")
+        stack.wait(
+            lambda: "noop[tick_s=0.02]" in str(stack.get(f"/api/v2/dags/{DAG_ID}/details") or ""),
+            90,
+            "the grown plan to be parsed",
+        )
         before_ends = {d: r["end_date"] for d, r in runs.items()}
         # the scheduler marks a backfill completed a loop after its last run ends; a second
         # backfill of the same DAG is refused until then
-        stack.wait(lambda: (b := (stack.get(f"/api/v2/backfills?dag_id={DAG_ID}") or {}).get("backfills"))
-                   and all(x.get("completed_at") for x in b), 90, "the first backfill to be marked completed")
+        stack.wait(
+            lambda: (
+                (b := (stack.get(f"/api/v2/backfills?dag_id={DAG_ID}") or {}).get("backfills"))
+                and all(x.get("completed_at") for x in b)
+            ),
+            90,
+            "the first backfill to be marked completed",
+        )
         _backfill(stack, "--reprocess-behavior", "completed", "--run-on-latest-version")
-        runs = stack.wait(lambda: (r := _done(stack)) and all(x["end_date"] != before_ends[d] for d, x in r.items())
-                          and r, 150, "the second backfill")
+        runs = stack.wait(
+            lambda: (r := _done(stack)) and all(x["end_date"] != before_ends[d] for d, x in r.items()) and r,
+            150,
+            "the second backfill",
+        )
         assert {d: r["state"] for d, r in runs.items()} == {n: "success" for n in NIGHTS}
         after = [row for row in _trials(pg_url) if row[0] in NIGHTS]
     finally:

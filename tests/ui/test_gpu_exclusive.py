@@ -50,12 +50,16 @@ def _windows(pg_url: str) -> list[dict]:
     import psycopg2
 
     with psycopg2.connect(pg_url) as conn, conn.cursor() as cur:
-        cur.execute("SELECT plan_name, trial_id, status, spec->'devices', (result->>'origin_monotonic')::float8, "
-                    "(result->'windows'->'main'->>'start_s')::float8, (result->'windows'->'main'->>'end_s')::float8, "
-                    "extract(epoch FROM started_at), extract(epoch FROM finished_at) FROM gcbench.trials")
+        cur.execute(
+            "SELECT plan_name, trial_id, status, spec->'devices', (result->>'origin_monotonic')::float8, "
+            "(result->'windows'->'main'->>'start_s')::float8, (result->'windows'->'main'->>'end_s')::float8, "
+            "extract(epoch FROM started_at), extract(epoch FROM finished_at) FROM gcbench.trials"
+        )
         rows = cur.fetchall()
-    return [{"plan": p, "trial": t, "status": s, "gpus": set(d), "window": (o + a, o + b), "life": (float(x), float(y))}
-            for p, t, s, d, o, a, b, x, y in rows]
+    return [
+        {"plan": p, "trial": t, "status": s, "gpus": set(d), "window": (o + a, o + b), "life": (float(x), float(y))}
+        for p, t, s, d, o, a, b, x, y in rows
+    ]
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -76,22 +80,37 @@ def test_trials_never_share_a_gpu_and_a_failed_expansion_is_a_failed_run(tmp_pat
     (plans / "too_many.yaml").write_text(TOO_MANY)
     home = tmp_path / "airflow"
     home.mkdir()
-    stack = AirflowStack(home, plans, {"GCBENCH_HOME": str(tmp_path / "gcbench"), "GCBENCH_DATABASE_URL": pg_url,
-                                       "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
-                                       "AIRFLOW__CORE__PARALLELISM": "6"}, metadata_url=airflow_db)
+    stack = AirflowStack(
+        home,
+        plans,
+        {
+            "GCBENCH_HOME": str(tmp_path / "gcbench"),
+            "GCBENCH_DATABASE_URL": pg_url,
+            "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
+            "AIRFLOW__CORE__PARALLELISM": "6",
+        },
+        metadata_url=airflow_db,
+    )
     dag_ids = ["gcbench__study-a", "gcbench__study-b", "gcbench__study-c", "gcbench__too-many"]
     try:
         stack.start(pools=["gcbench_gpu0", "gcbench_gpu1"])
         stack.wait(lambda: all(stack.get(f"/api/v2/dags/{d}") for d in dag_ids), 180, "the four DAGs to be parsed")
-        runs = {d: stack.post(f"/api/v2/dags/{d}/dagRuns", {"logical_date": None, "conf": {"repetitions": 2}})
-                for d in dag_ids[:3]}
-        failing = stack.post(f"/api/v2/dags/{dag_ids[3]}/dagRuns", {"logical_date": None,
-                                                                     "conf": {"repetitions": 600}})
+        runs = {
+            d: stack.post(f"/api/v2/dags/{d}/dagRuns", {"logical_date": None, "conf": {"repetitions": 2}})
+            for d in dag_ids[:3]
+        }
+        failing = stack.post(f"/api/v2/dags/{dag_ids[3]}/dagRuns", {"logical_date": None, "conf": {"repetitions": 600}})
         bad = stack.wait(lambda: _run_done(stack, dag_ids[3], failing["dag_run_id"]), 180, "the failing run")
-        bad_tis = {t["task_id"]: t for t in stack.get(f"/api/v2/dags/{dag_ids[3]}/dagRuns/{failing['dag_run_id']}"
-                                                      "/taskInstances")["task_instances"]}
-        done = {d: stack.wait(lambda d=d, r=r: _run_done(stack, d, r["dag_run_id"]), 420, f"the run of {d}")
-                for d, r in runs.items()}
+        bad_tis = {
+            t["task_id"]: t
+            for t in stack.get(f"/api/v2/dags/{dag_ids[3]}/dagRuns/{failing['dag_run_id']}/taskInstances")[
+                "task_instances"
+            ]
+        }
+        done = {
+            d: stack.wait(lambda d=d, r=r: _run_done(stack, d, r["dag_run_id"]), 420, f"the run of {d}")
+            for d, r in runs.items()
+        }
     finally:
         stack.stop()
 
@@ -103,7 +122,8 @@ def test_trials_never_share_a_gpu_and_a_failed_expansion_is_a_failed_run(tmp_pat
     assert {d: r["state"] for d, r in done.items()} == {d: "success" for d in dag_ids[:3]}
     trials = _windows(pg_url)
     assert sorted((t["plan"], len(t["gpus"])) for t in trials) == sorted(
-        [("study-a", 1)] * 2 + [("study-b", 2)] * 2 + [("study-c", 1)] * 2)
+        [("study-a", 1)] * 2 + [("study-b", 2)] * 2 + [("study-c", 1)] * 2
+    )
     assert all(t["status"] == "ok" for t in trials)
     assert {0, 1} <= set().union(*(t["gpus"] for t in trials))
     for a, b in combinations(trials, 2):

@@ -22,7 +22,9 @@ from airflow_stack import ADMIN_PASSWORD, CHROMIUM, AirflowStack, Browser
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.integration,
-    pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get install -y chromium)"),
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get install -y chromium)"
+    ),
 ]
 
 TINY_SMOKE = """\
@@ -39,8 +41,10 @@ workloads:
 """
 DAG_ID = "gcbench__smoke"
 DIALOG = "Array.from(document.querySelectorAll('[role=dialog]')).find(d => d.innerText.includes('Trigger Dag'))"
-REPETITIONS = ("document.getElementById(document.getElementById('number-input:element_repetitions:inc')"
-               ".getAttribute('aria-controls'))")
+REPETITIONS = (
+    "document.getElementById(document.getElementById('number-input:element_repetitions:inc')"
+    ".getAttribute('aria-controls'))"
+)
 
 
 @pytest.fixture
@@ -50,8 +54,15 @@ def stack(tmp_path, pg_url):
     (plans / "smoke.yaml").write_text(TINY_SMOKE)
     home = tmp_path / "airflow"
     home.mkdir()
-    s = AirflowStack(home, plans, {"GCBENCH_HOME": str(tmp_path / "gcbench"), "GCBENCH_DATABASE_URL": pg_url,
-                                   "GCBENCH_REPORTS_DIR": str(tmp_path / "reports")})
+    s = AirflowStack(
+        home,
+        plans,
+        {
+            "GCBENCH_HOME": str(tmp_path / "gcbench"),
+            "GCBENCH_DATABASE_URL": pg_url,
+            "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
+        },
+    )
     try:
         s.start(pools=["gcbench_gpu0"])
         yield s
@@ -70,8 +81,10 @@ def browser(tmp_path):
 
 def _click(b: Browser, element_js: str) -> None:
     """A real left click in the middle of the element."""
-    x, y = b.js(f"(() => {{ const e = {element_js}; e.scrollIntoView({{block: 'center'}}); "
-                f"const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+    x, y = b.js(
+        f"(() => {{ const e = {element_js}; e.scrollIntoView({{block: 'center'}}); "
+        f"const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
+    )
     for kind in ("mousePressed", "mouseReleased"):
         b.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
@@ -99,8 +112,9 @@ def test_trigger_form_runs_the_plan_with_one_repetition(stack, browser, tmp_path
     b.goto(f"{stack.url}/dags/{DAG_ID}")
     b.wait_js("!!document.querySelector('button[aria-label=\"Trigger Dag\"]')", 30, "the DAG page")
     _click(b, "document.querySelector('button[aria-label=\"Trigger Dag\"]')")
-    b.wait_js(f"!!({DIALOG}) && !!document.getElementById('number-input:element_repetitions:inc')", 30,
-              "the trigger form")
+    b.wait_js(
+        f"!!({DIALOG}) && !!document.getElementById('number-input:element_repetitions:inc')", 30, "the trigger form"
+    )
     form_text = b.js(f"{DIALOG}.innerText")
     assert f"Trigger Dag - {DAG_ID}" in form_text
     for label in ("Repetitions", "Variants", "Runner", "Repetitions per variant; empty: the plan's (2)."):
@@ -117,22 +131,33 @@ def test_trigger_form_runs_the_plan_with_one_repetition(stack, browser, tmp_path
     assert img.shape[1] == 1400 and img.shape[0] > 600 and img[..., :3].std() > 0.05, "blank screenshot"
 
     _click(b, "document.querySelector('[data-testid=trigger-dag-submit]')")
-    href = b.wait_js(f"location.pathname.includes('/dags/{DAG_ID}/runs/') && location.href", 30,
-                     "the run page after triggering")
+    href = b.wait_js(
+        f"location.pathname.includes('/dags/{DAG_ID}/runs/') && location.href", 30, "the run page after triggering"
+    )
     run_id = href.split("/runs/")[1].split("?")[0]
     from urllib.parse import unquote
 
     run_id = unquote(run_id)
-    run = stack.wait(lambda: (r := stack.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")) and
-                     r["state"] in ("success", "failed") and r, 150, "the run to finish")
+    run = stack.wait(
+        lambda: (
+            (r := stack.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")) and r["state"] in ("success", "failed") and r
+        ),
+        150,
+        "the run to finish",
+    )
     tis = stack.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]
     states = {(t["task_id"], t["map_index"]): t["state"] for t in tis}
     assert run["state"] == "success", states
     assert run["conf"] == {"repetitions": 1, "variants": [], "runner": "local"}
-    assert states == {("expand_trials", -1): "success", ("trials_gpu0", -1): "success",
-                      ("run_trial_gpu0", 0): "success", ("collect", -1): "success",
-                      ("validate", -1): "success", ("report", -1): "success",
-                      ("check_trials", -1): "success"}  # one trial: repetitions 1
+    assert states == {
+        ("expand_trials", -1): "success",
+        ("trials_gpu0", -1): "success",
+        ("run_trial_gpu0", 0): "success",
+        ("collect", -1): "success",
+        ("validate", -1): "success",
+        ("report", -1): "success",
+        ("check_trials", -1): "success",
+    }  # one trial: repetitions 1
 
     # the user sees it: the run page shows the run as successful
     b.goto(href)
@@ -143,8 +168,11 @@ def test_trigger_form_runs_the_plan_with_one_repetition(stack, browser, tmp_path
 
     conn = psycopg2.connect(pg_url)
     with conn.cursor() as cur:
-        cur.execute("SELECT t.variant, t.repetition, t.status FROM gcbench.trials t "
-                    "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id WHERE r.run_id = %s", (run_id,))
+        cur.execute(
+            "SELECT t.variant, t.repetition, t.status FROM gcbench.trials t "
+            "JOIN gcbench.dag_runs r ON r.id = t.dag_run_id WHERE r.run_id = %s",
+            (run_id,),
+        )
         assert cur.fetchall() == [("noop", 0, "ok")]
         cur.execute("SELECT html_path FROM gcbench.reports")
         (html,) = cur.fetchone()

@@ -38,8 +38,15 @@ def stack(tmp_path, pg_url):
     (plans / "smoke.yaml").write_text(PLAN)
     home = tmp_path / "airflow"
     home.mkdir()
-    s = AirflowStack(home, plans, {"GCBENCH_HOME": str(tmp_path / "gcbench"), "GCBENCH_DATABASE_URL": pg_url,
-                                   "GCBENCH_REPORTS_DIR": str(tmp_path / "reports")})
+    s = AirflowStack(
+        home,
+        plans,
+        {
+            "GCBENCH_HOME": str(tmp_path / "gcbench"),
+            "GCBENCH_DATABASE_URL": pg_url,
+            "GCBENCH_REPORTS_DIR": str(tmp_path / "reports"),
+        },
+    )
     try:
         s.start(pools=["gcbench_gpu0"])
         yield s
@@ -49,10 +56,12 @@ def stack(tmp_path, pg_url):
 
 def trigger(stack: AirflowStack, conf: dict) -> tuple[int, dict]:
     """POST /api/v2/dags/{dag_id}/dagRuns: (HTTP status, JSON body)."""
-    req = urllib.request.Request(f"{stack.url}/api/v2/dags/{DAG_ID}/dagRuns", method="POST",
-                                 data=json.dumps({"logical_date": None, "conf": conf}).encode(),
-                                 headers={"Content-Type": "application/json",
-                                          "Authorization": f"Bearer {stack.token()}"})
+    req = urllib.request.Request(
+        f"{stack.url}/api/v2/dags/{DAG_ID}/dagRuns",
+        method="POST",
+        data=json.dumps({"logical_date": None, "conf": conf}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {stack.token()}"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
@@ -74,6 +83,7 @@ def test_rest_conf_is_checked_like_the_form_and_2_0_runs_2_repetitions(stack):
     status, run = trigger(stack, conf)  # C04: JSON Schema counts 2.0 as an integer
     assert status == 200, run
     run_id = run["dag_run_id"]
+
     def finished():
         try:  # a busy API server (one worker, two shared cores) may time out a token request: ask again
             run = stack.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
@@ -85,5 +95,4 @@ def test_rest_conf_is_checked_like_the_form_and_2_0_runs_2_repetitions(stack):
     tis = stack.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]
     trials = sorted((t["rendered_map_index"], t["state"]) for t in tis if t["task_id"] == "run_trial_gpu0")
     assert done["state"] == "success", {(t["task_id"], t["map_index"]): t["state"] for t in tis}
-    assert trials == [
-        ("noop[tick_s=0.01] #0", "success"), ("noop[tick_s=0.01] #1", "success")]
+    assert trials == [("noop[tick_s=0.01] #0", "success"), ("noop[tick_s=0.01] #1", "success")]

@@ -34,7 +34,10 @@ CASES: list[tuple[str, bytes]] = [
     ("single_letter", b"a"),
     ("single_space", b" "),
     ("ascii_sentence", b"The quick brown fox jumps over the lazy dog."),
-    ("ascii_prose", b"A function definition is an executable statement. Its execution binds the function name in the current local namespace to a function object."),
+    (
+        "ascii_prose",
+        b"A function definition is an executable statement. Its execution binds the function name in the current local namespace to a function object.",
+    ),
     ("ascii_code", b"def f(x):\n    return x**2 + 1  # square\n\nprint(f(3)) # -> 10\n"),
     ("digits_punct", b"Version 3.11.7, 2024-01-01: 100% done!!! (a+b)*c/d == e; x[0] = {'k': -1.5e-3}"),
     ("whitespace_runs", b"a  b   c\t\td\n\n\ne \t f\r\n  \n g   "),
@@ -50,7 +53,10 @@ CASES: list[tuple[str, bytes]] = [
     ("invalid_utf8", b"\xff\xfe abc \xc3\x28 \xa0\xa1 \xed\xa0\x80 \xf4\x90\x80\x80 \x80 end \xc3"),
     ("control_bytes", b"\x00\x01\x02 a\x00b \x7f\x1b[0m\x08\x0e\x1f"),
     ("all_bytes", bytes(range(256))),
-    ("repeated_letters", b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"),
+    (
+        "repeated_letters",
+        b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+    ),
     ("long_word", b"pneumonoultramicroscopicsilicovolcanoconiosis_and_antidisestablishmentarianism" * 3),
     # Pre-tokens of 4096 bytes or more: the Python reference merges them with whole-array
     # passes, Go and Rust with their heap; the ids must not tell which.

@@ -7,9 +7,9 @@ happened inside it; nothing is mocked.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -46,12 +46,26 @@ class RecordingContext:
         self.lines.append(message)
 
 
-def make_spec(kind: str, settings: dict | None = None, *, window: Amount | None = None,
-              warmup: Amount | None = None, seed: int = 1234, devices: list[int] | None = None) -> TrialSpec:
+def make_spec(
+    kind: str,
+    settings: dict | None = None,
+    *,
+    window: Amount | None = None,
+    warmup: Amount | None = None,
+    seed: int = 1234,
+    devices: list[int] | None = None,
+) -> TrialSpec:
     return TrialSpec(
-        plan="test", workload=kind, kind=kind, variant=f"{kind}-test",
-        settings=settings or {}, repetition=0, seed=seed, devices=devices or [],
-        warmup=warmup or Amount(steps=0), window=window or Amount(steps=1),
+        plan="test",
+        workload=kind,
+        kind=kind,
+        variant=f"{kind}-test",
+        settings=settings or {},
+        repetition=0,
+        seed=seed,
+        devices=devices or [],
+        warmup=warmup or Amount(steps=0),
+        window=window or Amount(steps=1),
     ).with_id()
 
 
@@ -72,10 +86,12 @@ def _one_thread():
 @pytest.fixture
 def context(tmp_path):
     """Factory: ``context(spec)`` -> RecordingContext on CPU writing under tmp_path."""
+
     def make(spec: TrialSpec, device: str = "cpu") -> RecordingContext:
         out = tmp_path / "out"
         out.mkdir(exist_ok=True)
         return RecordingContext(spec, out, device)
+
     return make
 
 

@@ -28,7 +28,14 @@ def test_generated_dataset_loads_in_the_standard_layout(tmp_path):
     folder = cifar.generate(tmp_path, train_per_batch=20, test_size=30, seed=3)
     assert folder.name == "cifar-10-batches-py"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "batches.meta", "data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"]
+        "batches.meta",
+        "data_batch_1",
+        "data_batch_2",
+        "data_batch_3",
+        "data_batch_4",
+        "data_batch_5",
+        "test_batch",
+    ]
     x_train, y_train, x_test, y_test = cifar.load(tmp_path)
     assert x_train.shape == (100, 3, 32, 32) and y_train.shape == (100,)
     assert x_test.shape == (30, 3, 32, 32) and set(y_test) <= set(range(10))

@@ -7,8 +7,7 @@ MIB = 1 << 20
 
 
 def test_cpu_copy_is_reported_as_host_copy_not_gpu(context, make_spec):
-    spec = make_spec("h2d", {"memory": "pinned", "size_bytes": 4 * MIB},
-                     window=Amount(steps=8), warmup=Amount(steps=2))
+    spec = make_spec("h2d", {"memory": "pinned", "size_bytes": 4 * MIB}, window=Amount(steps=8), warmup=Amount(steps=2))
     ctx = context(spec)
     out = h2d.run(spec, ctx)
     assert out["bytes"] == 8 * 4 * MIB
@@ -24,7 +23,8 @@ def test_cpu_copy_is_reported_as_host_copy_not_gpu(context, make_spec):
     # the uniform record of what ran: pinned was asked for, pageable host memory was copied
     assert out["settings_effective"]["memory"] == "pageable"
     assert out["settings_not_in_effect"] == {
-        "memory": "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"}
+        "memory": "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
+    }
 
 
 def test_pageable_memory_is_in_effect_without_cuda(context, make_spec):
@@ -35,8 +35,9 @@ def test_pageable_memory_is_in_effect_without_cuda(context, make_spec):
 
 
 def test_pageable_seconds_window_counts_whole_copies(context, make_spec):
-    spec = make_spec("h2d", {"memory": "pageable", "size_bytes": MIB, "pin_inside_window": True},
-                     window=Amount(seconds=0.1))
+    spec = make_spec(
+        "h2d", {"memory": "pageable", "size_bytes": MIB, "pin_inside_window": True}, window=Amount(seconds=0.1)
+    )
     ctx = context(spec)
     out = h2d.run(spec, ctx)
     assert out["copies"] >= 1
@@ -47,11 +48,14 @@ def test_pageable_seconds_window_counts_whole_copies(context, make_spec):
     assert ctx.duration() >= 0.1
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"size_bytes": MIB - 1}, "1 MiB..1 GiB"),
-    ({"size_bytes": (1 << 30) + 1}, "1 MiB..1 GiB"),
-    ({"memory": "unified"}, "pinned or pageable"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"size_bytes": MIB - 1}, "1 MiB..1 GiB"),
+        ({"size_bytes": (1 << 30) + 1}, "1 MiB..1 GiB"),
+        ({"memory": "unified"}, "pinned or pageable"),
+    ],
+)
 def test_bad_settings_are_refused(context, make_spec, settings, message):
     spec = make_spec("h2d", settings)
     with pytest.raises(ValueError, match=message):

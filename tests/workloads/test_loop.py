@@ -64,6 +64,7 @@ def test_warm_up_that_never_settles_stops_at_its_cap():
 
 
 def test_run_steps_runs_an_until_stable_warm_up():
-    n = run_steps(Amount(until_stable=StableWarmup(cv_max=0.5, steps=3, max_seconds=2)), lambda i: None,
-                  default_steps=0)
+    n = run_steps(
+        Amount(until_stable=StableWarmup(cv_max=0.5, steps=3, max_seconds=2)), lambda i: None, default_steps=0
+    )
     assert n >= 3

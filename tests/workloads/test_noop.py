@@ -1,5 +1,3 @@
-import time
-
 from gcbench.spec import Amount
 from gcbench.workloads import noop
 
@@ -8,9 +6,13 @@ def test_steps_window_runs_exactly_n_trivial_steps(context, make_spec):
     spec = make_spec("noop", window=Amount(steps=1000), warmup=Amount(steps=5))
     ctx = context(spec)
     out = noop.run(spec, ctx)
-    assert out == {"steps": 1000, "window_mode": "steps", "device_kind": "cpu",
-                   "settings_effective": {"tick_s": 0.01, "note": "", "kill_self_after_s": None},
-                   "settings_not_in_effect": {}}
+    assert out == {
+        "steps": 1000,
+        "window_mode": "steps",
+        "device_kind": "cpu",
+        "settings_effective": {"tick_s": 0.01, "note": "", "kill_self_after_s": None},
+        "settings_not_in_effect": {},
+    }
     assert ctx.order == ["main"]
     assert ctx.duration() < 0.05  # trivial steps, no sleeping
 

@@ -9,8 +9,14 @@ from gcbench.energy.powercap import PowerCapPermissionError
 from gcbench.spec import Amount
 from gcbench.workloads import resnet_cifar
 
-TINY = {"dataset": "synthetic", "synthetic_train_per_batch": 16, "synthetic_test": 32,
-        "global_batch": 16, "train_samples": 48, "lr": 0.01}
+TINY = {
+    "dataset": "synthetic",
+    "synthetic_train_per_batch": 16,
+    "synthetic_test": 32,
+    "global_batch": 16,
+    "train_samples": 48,
+    "lr": 0.01,
+}
 
 
 def test_fixed_budget_training_returns_samples_loss_accuracy(context, make_spec):
@@ -44,15 +50,19 @@ def test_amp_on_cpu_is_bf16_autocast_and_says_so(context, make_spec):
     out = resnet_cifar.run(spec, context(spec))
     assert out["precision"] == "amp" and out["precision_effective"] == "amp-bf16-cpu"
     assert out["settings_not_in_effect"]["precision"] == (
-        "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)")
+        "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)"
+    )
     assert out["settings_effective"]["precision"] == "amp-bf16-cpu"
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"global_batch": 15, "gpus": 2}, "multiple of gpus"),
-    ({"train_samples": 8}, "less than one global batch"),
-    ({"stem": "vit"}, "imagenet or cifar"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"global_batch": 15, "gpus": 2}, "multiple of gpus"),
+        ({"train_samples": 8}, "less than one global batch"),
+        ({"stem": "vit"}, "imagenet or cifar"),
+    ],
+)
 def test_inconsistent_budgets_are_refused(context, make_spec, settings, message):
     spec = make_spec("resnet_cifar", {**TINY, **settings})
     with pytest.raises(ValueError, match=message):
@@ -65,7 +75,8 @@ def test_ddp_two_processes_gloo_keep_the_same_budget(context, make_spec):
     out = resnet_cifar.run(spec, ctx)
     assert out["backend"] == "gloo" and out["world_size"] == 2 and out["gpus"] == 2
     assert out["settings_not_in_effect"] == {
-        "gpus": "no CUDA device: 2 GPUs requested, ran in 2 CPU processes (DDP over gloo)"}
+        "gpus": "no CUDA device: 2 GPUs requested, ran in 2 CPU processes (DDP over gloo)"
+    }
     assert (out["samples"], out["steps"], out["global_batch"], out["per_gpu_batch"]) == (32, 2, 16, 8)
     assert ctx.order == ["main", "eval"]  # windows opened by rank 0 over the socket
     assert ctx.duration("main") > 0

@@ -60,8 +60,7 @@ def test_torch_path_inference_tokenizes_inside_the_window(context, make_spec, ca
 
 
 def test_training_lowers_the_loss(context, make_spec, cache):
-    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "mode": "train", "lr": 3e-3},
-                     window=Amount(steps=25))
+    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "mode": "train", "lr": 3e-3}, window=Amount(steps=25))
     out = tinylm.run(spec, context(spec))
     assert out["mode"] == "train"
     assert out["loss"] < math.log(512) - 0.3
@@ -73,8 +72,9 @@ def test_external_path_tokenizes_in_its_own_window_and_sees_the_same_tokens(cont
     torch_out = tinylm.run(torch_spec, context(torch_spec))
 
     binary = fake_native_tokenizer(tmp_path)
-    spec = make_spec("tinylm", {**settings, "path": "external-rust", "tokenizer_bin": str(binary)},
-                     window=Amount(steps=6))
+    spec = make_spec(
+        "tinylm", {**settings, "path": "external-rust", "tokenizer_bin": str(binary)}, window=Amount(steps=6)
+    )
     ctx = context(spec)
     out = tinylm.run(spec, ctx)
     assert ctx.order == ["tokenize", "main"]
@@ -92,7 +92,13 @@ def test_external_path_tokenizes_in_its_own_window_and_sees_the_same_tokens(cont
 def test_merges_are_trained_once_and_cached(context, make_spec, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Ünïcode text, energy per token. " * 200 + "\n", encoding="utf-8")
-    settings = {**TINY, "vocab_size": 300, "context_length": 16, "cache_dir": str(tmp_path / "c"), "corpus": str(corpus)}
+    settings = {
+        **TINY,
+        "vocab_size": 300,
+        "context_length": 16,
+        "cache_dir": str(tmp_path / "c"),
+        "corpus": str(corpus),
+    }
     spec = make_spec("tinylm", settings, window=Amount(steps=2))
     first = tinylm.run(spec, context(spec))
     cached = list((tmp_path / "c").glob("merges-*-300.txt"))
@@ -109,8 +115,10 @@ def test_given_merges_file_is_used(context, make_spec, tmp_path):
     path = merges.save(tmp_path / "m.txt")
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"abc abd abe " * 300)
-    spec = make_spec("tinylm", {**TINY, "context_length": 8, "merges": str(path), "corpus": str(corpus),
-                                "cache_dir": str(tmp_path / "c")})
+    spec = make_spec(
+        "tinylm",
+        {**TINY, "context_length": 8, "merges": str(path), "corpus": str(corpus), "cache_dir": str(tmp_path / "c")},
+    )
     out = tinylm.run(spec, context(spec))
     assert out["merges_sha256"] == merges.sha256 and out["vocab_size"] == merges.vocab_size
 
@@ -125,14 +133,16 @@ def test_seconds_window_runs_whole_steps(context, make_spec, cache):
 
 @pytest.mark.parametrize("precision, effective", [("amp", "amp-bf16-cpu"), ("bf16", "bf16-cpu")])
 def test_reduced_precision_on_cpu_says_what_ran(context, make_spec, cache, precision, effective):
-    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "precision": precision, "mode": "train"},
-                     window=Amount(steps=2))
+    spec = make_spec(
+        "tinylm", {**TINY, "cache_dir": str(cache), "precision": precision, "mode": "train"}, window=Amount(steps=2)
+    )
     out = tinylm.run(spec, context(spec))
     assert out["precision_effective"] == effective and math.isfinite(out["loss"])
     assert out["settings_effective"]["precision"] == effective
     if precision == "amp":  # bfloat16 autocast on the CPU is not the float16 AMP a GPU runs
         assert out["settings_not_in_effect"] == {
-            "precision": "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)"}
+            "precision": "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)"
+        }
     else:  # the weights really are bfloat16
         assert out["settings_not_in_effect"] == {}
 
@@ -152,11 +162,14 @@ def test_token_file_from_other_merges_is_refused(context, make_spec, cache, tmp_
         tinylm.run(spec, context(spec))
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"path": "external-java"}, "path must be one of"),
-    ({"precision": "fp8"}, "fp32, bf16 or amp"),
-    ({"d_model": 65}, "multiple of heads"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"path": "external-java"}, "path must be one of"),
+        ({"precision": "fp8"}, "fp32, bf16 or amp"),
+        ({"d_model": 65}, "multiple of heads"),
+    ],
+)
 def test_bad_settings_are_refused(context, make_spec, settings, message):
     spec = make_spec("tinylm", {**TINY, **settings})
     with pytest.raises(ValueError, match=message):
@@ -171,8 +184,11 @@ def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, t
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} not installed")
     binary = build_local(impl, tmp_path / "tools")
-    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": f"external-{impl}",
-                                "tokenizer_bin": str(binary)}, window=Amount(steps=3))
+    spec = make_spec(
+        "tinylm",
+        {**TINY, "cache_dir": str(cache), "path": f"external-{impl}", "tokenizer_bin": str(binary)},
+        window=Amount(steps=3),
+    )
     out = tinylm.run(spec, context(spec))
     merges = Merges.load(next(cache.glob("merges-*-512.txt")))
     assert out["tokenize_tokens"] == len(Encoder(merges).encode(default_corpus()))

@@ -16,9 +16,15 @@ def _nvml(env: dict) -> tuple[dict, dict]:
     from gcbench.energy import nvml
 
     out: dict = {"ok": False, "why_not": None}
-    gpus: dict = {"ok": False, "why_not": None, "visible": [],
-                  "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
-                  "cuda_device_order": env.get("CUDA_DEVICE_ORDER"), "mapping": [], "notes": []}
+    gpus: dict = {
+        "ok": False,
+        "why_not": None,
+        "visible": [],
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device_order": env.get("CUDA_DEVICE_ORDER"),
+        "mapping": [],
+        "notes": [],
+    }
     try:
         nv = nvml.load()
     except MeasurementError as exc:
@@ -26,8 +32,12 @@ def _nvml(env: dict) -> tuple[dict, dict]:
         gpus["why_not"] = "NVML unavailable"
         return out, gpus
     try:
-        out.update(ok=True, driver=nvml._s(nv.nvmlSystemGetDriverVersion()),
-                   nvml_version=nvml._s(nv.nvmlSystemGetNVMLVersion()), device_count=nv.nvmlDeviceGetCount())
+        out.update(
+            ok=True,
+            driver=nvml._s(nv.nvmlSystemGetDriverVersion()),
+            nvml_version=nvml._s(nv.nvmlSystemGetNVMLVersion()),
+            device_count=nv.nvmlDeviceGetCount(),
+        )
         for g in nvml._all_gpus(nv):
             item = {"index": g["index"], "name": g["name"], "uuid": g["uuid"], "pci_bus_id": g["pci_bus_id"]}
             try:
@@ -45,10 +55,19 @@ def _nvml(env: dict) -> tuple[dict, dict]:
             gpus["why_not"] = "NVML finds no GPU"
         else:
             try:
-                mapped, notes = nvml.resolve_devices(nv, [], env.get("CUDA_VISIBLE_DEVICES"),
-                                                     env.get("CUDA_DEVICE_ORDER"))
-                gpus["mapping"] = [{"cuda_index": m.cuda_index, "nvml_index": m.host_index, "label": m.label,
-                                    "uuid": m.uuid, "pci_bus_id": m.pci_bus_id} for m in mapped]
+                mapped, notes = nvml.resolve_devices(
+                    nv, [], env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER")
+                )
+                gpus["mapping"] = [
+                    {
+                        "cuda_index": m.cuda_index,
+                        "nvml_index": m.host_index,
+                        "label": m.label,
+                        "uuid": m.uuid,
+                        "pci_bus_id": m.pci_bus_id,
+                    }
+                    for m in mapped
+                ]
                 gpus["notes"] = notes
                 gpus["ok"] = True
             except MeasurementError as exc:
@@ -85,10 +104,14 @@ def _rapl(root: str) -> dict:
 
     d = rapl.discover(root)
     ok = bool(d.domains) and d.reason is None
-    return {"ok": ok, "root": root, "domains": [x.label for x in d.domains],
-            "skipped": [f"{p}: {why}" for p, why in d.skipped],
-            "permission": "denied" if d.reason and "permission denied" in d.reason else ("ok" if ok else None),
-            "why_not": None if ok else (d.reason or "no countable RAPL domain")}
+    return {
+        "ok": ok,
+        "root": root,
+        "domains": [x.label for x in d.domains],
+        "skipped": [f"{p}: {why}" for p, why in d.skipped],
+        "permission": "denied" if d.reason and "permission denied" in d.reason else ("ok" if ok else None),
+        "why_not": None if ok else (d.reason or "no countable RAPL domain"),
+    }
 
 
 def _docker() -> dict:
@@ -117,45 +140,75 @@ def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, do
     nv, gpus = _nvml(env)
     sm = _nvidia_smi()
     backend = "nvml" if nv["ok"] and gpus["visible"] else "nvidia-smi" if sm["ok"] else "simulated"
-    return {"nvml": nv, "nvidia_smi": sm, "rapl": _rapl(rapl_root),
-            "docker": _docker() if docker_check else {"ok": None, "why_not": "not checked"},
-            "gpus": gpus, "backend": backend}
+    return {
+        "nvml": nv,
+        "nvidia_smi": sm,
+        "rapl": _rapl(rapl_root),
+        "docker": _docker() if docker_check else {"ok": None, "why_not": "not checked"},
+        "gpus": gpus,
+        "backend": backend,
+    }
 
 
 def format_text(d: dict) -> str:
     """Human-readable report of :func:`diagnose`'s dict, one line per check."""
+
     def mark(ok) -> str:
         return "ok " if ok else ("-- " if ok is None else "NO ")
 
     lines = []
     nv = d["nvml"]
-    lines.append(f"{mark(nv['ok'])} NVML          " + (f"driver {nv.get('driver')}, NVML {nv.get('nvml_version')}, "
-                                                      f"{nv.get('device_count')} GPU(s)" if nv["ok"] else nv["why_not"]))
+    lines.append(
+        f"{mark(nv['ok'])} NVML          "
+        + (
+            f"driver {nv.get('driver')}, NVML {nv.get('nvml_version')}, {nv.get('device_count')} GPU(s)"
+            if nv["ok"]
+            else nv["why_not"]
+        )
+    )
     sm = d["nvidia_smi"]
-    lines.append(f"{mark(sm['ok'])} nvidia-smi    " + (f"{sm['path']}, power field "
-                                                      f"{(sm.get('fields') or {}).get('power_instant_w')}"
-                                                      if sm["ok"] else sm["why_not"]))
+    lines.append(
+        f"{mark(sm['ok'])} nvidia-smi    "
+        + (
+            f"{sm['path']}, power field {(sm.get('fields') or {}).get('power_instant_w')}"
+            if sm["ok"]
+            else sm["why_not"]
+        )
+    )
     ra = d["rapl"]
-    lines.append(f"{mark(ra['ok'])} RAPL          " + (f"{', '.join(ra['domains'])} under {ra['root']}"
-                                                      if ra["ok"] else ra["why_not"]))
+    lines.append(
+        f"{mark(ra['ok'])} RAPL          "
+        + (f"{', '.join(ra['domains'])} under {ra['root']}" if ra["ok"] else ra["why_not"])
+    )
     dk = d["docker"]
-    lines.append(f"{mark(dk['ok'])} Docker        " + (f"engine {dk.get('server_version')}" if dk["ok"]
-                                                      else dk["why_not"]))
+    lines.append(
+        f"{mark(dk['ok'])} Docker        " + (f"engine {dk.get('server_version')}" if dk["ok"] else dk["why_not"])
+    )
     g = d["gpus"]
     cvd = g.get("cuda_visible_devices")
-    lines.append(f"{mark(g['ok'])} GPUs          " + (f"{len(g['visible'])} visible, CUDA_VISIBLE_DEVICES="
-                                                      f"{cvd if cvd is not None else '(unset)'}" if g["ok"]
-                                                      else g["why_not"]))
+    lines.append(
+        f"{mark(g['ok'])} GPUs          "
+        + (
+            f"{len(g['visible'])} visible, CUDA_VISIBLE_DEVICES={cvd if cvd is not None else '(unset)'}"
+            if g["ok"]
+            else g["why_not"]
+        )
+    )
     for item in g.get("visible", []):
         extra = "" if item.get("energy_counter") else " (no energy counter: power integration)"
         if item.get("mig_enabled"):
             extra += " (MIG enabled: cannot be measured)"
         lines.append(f"      nvml {item['index']}: {item['name']} {item['uuid']} {item['pci_bus_id']}{extra}")
     for m in g.get("mapping", []):
-        lines.append(f"      cuda:{m['cuda_index']} -> nvml {m['nvml_index']} ({m['uuid']})"
-                     if m["cuda_index"] is not None else f"      {m['label']} ({m['uuid']})")
+        lines.append(
+            f"      cuda:{m['cuda_index']} -> nvml {m['nvml_index']} ({m['uuid']})"
+            if m["cuda_index"] is not None
+            else f"      {m['label']} ({m['uuid']})"
+        )
     for n in g.get("notes", []):
         lines.append(f"      note: {n}")
-    lines.append(f"    backend: {d['backend']}" + ("  (numbers will be SIMULATED, not measured)"
-                                                   if d["backend"] == "simulated" else ""))
+    lines.append(
+        f"    backend: {d['backend']}"
+        + ("  (numbers will be SIMULATED, not measured)" if d["backend"] == "simulated" else "")
+    )
     return "\n".join(lines)

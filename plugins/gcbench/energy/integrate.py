@@ -93,8 +93,7 @@ def monotone_counter(energy_j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(([e[0]], e[0] + np.cumsum(steps))), decreased
 
 
-def detect_ticks(t_s: np.ndarray, energy_j: np.ndarray,
-                 max_uncertainty_s: float = MAX_TICK_UNCERTAINTY_S) -> Ticks:
+def detect_ticks(t_s: np.ndarray, energy_j: np.ndarray, max_uncertainty_s: float = MAX_TICK_UNCERTAINTY_S) -> Ticks:
     """Find where a polled counter changed.
 
     Args:
@@ -128,9 +127,15 @@ def detect_ticks(t_s: np.ndarray, energy_j: np.ndarray,
             # drop intervals that span a missed tick
             gaps = gaps[gaps < 1.5 * med]
             period = float(np.median(gaps)) if gaps.size else None
-    return Ticks(t_s=tick_t, uncertainty_s=unc, energy_j=cum[changed],
-                 first_read_t_s=float(t[0]), first_energy_j=float(cum[0]),
-                 decreased_t_s=[float(x) for x in t[decreased]], period_s=period)
+    return Ticks(
+        t_s=tick_t,
+        uncertainty_s=unc,
+        energy_j=cum[changed],
+        first_read_t_s=float(t[0]),
+        first_energy_j=float(cum[0]),
+        decreased_t_s=[float(x) for x in t[decreased]],
+        period_s=period,
+    )
 
 
 def power_integral_j(t_s: np.ndarray, power_w: np.ndarray, a_s: float, b_s: float) -> float:
@@ -196,9 +201,14 @@ def _tick_after(ticks: Ticks, t: float, max_unc: float) -> int | None:
     return int(idx[0])
 
 
-def counter_window_energy_j(ticks: Ticks, power_t_s: np.ndarray, power_w: np.ndarray,
-                            start_s: float, end_s: float,
-                            max_tick_uncertainty_s: float = MAX_TICK_UNCERTAINTY_S) -> CounterWindow | None:
+def counter_window_energy_j(
+    ticks: Ticks,
+    power_t_s: np.ndarray,
+    power_w: np.ndarray,
+    start_s: float,
+    end_s: float,
+    max_tick_uncertainty_s: float = MAX_TICK_UNCERTAINTY_S,
+) -> CounterWindow | None:
     """Edge-corrected window energy (see module docstring).
 
     Args:
@@ -223,10 +233,17 @@ def counter_window_energy_j(ticks: Ticks, power_t_s: np.ndarray, power_w: np.nda
     a, clamped_a = _edge_part_j(ticks, ka, power_t_s, power_w, start_s)
     b, clamped_b = _edge_part_j(ticks, kb, power_t_s, power_w, end_s)
     dec = any(start_s <= x <= tb for x in ticks.decreased_t_s)
-    return CounterWindow(energy_j=counter + a - b, counter_j=counter, start_correction_j=a,
-                         end_correction_j=b, tick_start_s=ta, tick_end_s=tb,
-                         edge_uncertainty_s=float(max(ticks.uncertainty_s[ka], ticks.uncertainty_s[kb])),
-                         decreased=dec, clamped=clamped_a or clamped_b)
+    return CounterWindow(
+        energy_j=counter + a - b,
+        counter_j=counter,
+        start_correction_j=a,
+        end_correction_j=b,
+        tick_start_s=ta,
+        tick_end_s=tb,
+        edge_uncertainty_s=float(max(ticks.uncertainty_s[ka], ticks.uncertainty_s[kb])),
+        decreased=dec,
+        clamped=clamped_a or clamped_b,
+    )
 
 
 def _edge_part_j(ticks: Ticks, k: int, power_t_s, power_w, edge_s: float) -> tuple[float, bool]:
@@ -303,8 +320,9 @@ puts integral_0^0.5 (0.5 - x) dx = 0.125 s x the step on the wrong side) plus 0.
 half the sensor's 100 ms update period (the lag's granularity)."""
 
 
-def average_power_reference_j(t_s: np.ndarray, average_w: np.ndarray, start_s: float, end_s: float,
-                              lag_s: float = AVERAGE_POWER_LAG_S) -> float:
+def average_power_reference_j(
+    t_s: np.ndarray, average_w: np.ndarray, start_s: float, end_s: float, lag_s: float = AVERAGE_POWER_LAG_S
+) -> float:
     """Window energy from the 1-s average power: its trapezoid over [start + lag, end + lag], J.
 
     Args:
@@ -324,8 +342,9 @@ def average_power_reference_j(t_s: np.ndarray, average_w: np.ndarray, start_s: f
     return power_integral_j(t_s, average_w, start_s + lag_s, end_s + lag_s)
 
 
-def edge_power_step_w(t_s: np.ndarray, average_w: np.ndarray, edge_s: float,
-                      lag_s: float = AVERAGE_POWER_LAG_S) -> float:
+def edge_power_step_w(
+    t_s: np.ndarray, average_w: np.ndarray, edge_s: float, lag_s: float = AVERAGE_POWER_LAG_S
+) -> float:
     """How much power changed across ``edge_s``, W: |mean over the second after it - mean
     over the second before it|, both read from the 1-s average (lag-corrected).
 
@@ -377,9 +396,18 @@ class CrossCheck:
     reason: str | None = None
 
 
-def cross_check_reference(energy_j: float, t_s: np.ndarray, average_w: np.ndarray, start_s: float, end_s: float,
-                          *, flag_rel: float, invalid_rel: float, lag_s: float = AVERAGE_POWER_LAG_S,
-                          allowance_s: float = EDGE_ALLOWANCE_S) -> CrossCheck:
+def cross_check_reference(
+    energy_j: float,
+    t_s: np.ndarray,
+    average_w: np.ndarray,
+    start_s: float,
+    end_s: float,
+    *,
+    flag_rel: float,
+    invalid_rel: float,
+    lag_s: float = AVERAGE_POWER_LAG_S,
+    allowance_s: float = EDGE_ALLOWANCE_S,
+) -> CrossCheck:
     """Check a window's counter energy against the 1-s average power (the rule of
     docs/measurement.md).
 
@@ -403,14 +431,21 @@ def cross_check_reference(energy_j: float, t_s: np.ndarray, average_w: np.ndarra
     t, p = t[ok], p[ok]
     duration = end_s - start_s
     if duration < AVERAGE_POWER_WINDOW_S - 1e-6:
-        return CrossCheck("unchecked", lag_s=lag_s, reason=f"window of {duration:.3f} s is shorter than the "
-                          f"{AVERAGE_POWER_WINDOW_S:g}-s average power it would be checked against")
+        return CrossCheck(
+            "unchecked",
+            lag_s=lag_s,
+            reason=f"window of {duration:.3f} s is shorter than the "
+            f"{AVERAGE_POWER_WINDOW_S:g}-s average power it would be checked against",
+        )
     slack = DEFAULT_UPDATE_PERIOD_S
     if t.size == 0 or t[0] > start_s + lag_s + slack or t[-1] < end_s + lag_s - slack:
         span = f"[{start_s + lag_s:.3f}, {end_s + lag_s:.3f}] s"
         have = f"[{t[0]:.3f}, {t[-1]:.3f}] s" if t.size else "none"
-        return CrossCheck("unchecked", lag_s=lag_s,
-                          reason=f"1-s average power reads ({have}) do not cover the lag-shifted window {span}")
+        return CrossCheck(
+            "unchecked",
+            lag_s=lag_s,
+            reason=f"1-s average power reads ({have}) do not cover the lag-shifted window {span}",
+        )
     ref = average_power_reference_j(t, p, start_s, end_s, lag_s)
     if not ref > 0:
         return CrossCheck("unchecked", reference_j=ref, lag_s=lag_s, reason="reference energy is not positive")
@@ -418,12 +453,24 @@ def cross_check_reference(energy_j: float, t_s: np.ndarray, average_w: np.ndarra
     rel = (energy_j - ref) / ref
     excess = max(0.0, abs(rel) - allowance / ref)
     verdict = "invalid" if excess > invalid_rel else "flag" if excess > flag_rel else "ok"
-    return CrossCheck(verdict, reference_j=ref, rel=rel, allowance_j=allowance, allowance_rel=allowance / ref,
-                      excess_rel=excess, lag_s=lag_s)
+    return CrossCheck(
+        verdict,
+        reference_j=ref,
+        rel=rel,
+        allowance_j=allowance,
+        allowance_rel=allowance / ref,
+        excess_rel=excess,
+        lag_s=lag_s,
+    )
 
 
-def fit_average_power_lag_s(t_s: np.ndarray, average_w: np.ndarray, tick_t_s: np.ndarray, tick_energy_j: np.ndarray,
-                            candidates_s: np.ndarray | None = None) -> tuple[float, float]:
+def fit_average_power_lag_s(
+    t_s: np.ndarray,
+    average_w: np.ndarray,
+    tick_t_s: np.ndarray,
+    tick_energy_j: np.ndarray,
+    candidates_s: np.ndarray | None = None,
+) -> tuple[float, float]:
     """The delay theta that best maps 1-s average reads onto the counter, and its rms.
 
     For each read at t, the counter's mean power over [t - theta - 1, t - theta] (the
@@ -452,7 +499,9 @@ def fit_average_power_lag_s(t_s: np.ndarray, average_w: np.ndarray, tick_t_s: np
     t, p = t[use], p[use]
     best = (np.inf, 0.0)
     for th in cand:
-        mean_w = (np.interp(t - th, tt, ee) - np.interp(t - th - AVERAGE_POWER_WINDOW_S, tt, ee)) / AVERAGE_POWER_WINDOW_S
+        mean_w = (
+            np.interp(t - th, tt, ee) - np.interp(t - th - AVERAGE_POWER_WINDOW_S, tt, ee)
+        ) / AVERAGE_POWER_WINDOW_S
         rms = float(np.sqrt(np.mean((p - mean_w) ** 2)))
         if rms < best[0]:
             best = (rms, float(th))

@@ -76,9 +76,16 @@ SIM_BUSY_W = 300.0
 # ----------------------------------------------------------------------------- cool-down
 
 
-def wait_for_cooldown(read_temp_c, max_s: float, threshold_c: float, stable_s: float = 5.0,
-                      stable_tol_c: float = 1.0, poll_s: float = 0.5, clock=time.monotonic,
-                      sleep=time.sleep) -> dict:
+def wait_for_cooldown(
+    read_temp_c,
+    max_s: float,
+    threshold_c: float,
+    stable_s: float = 5.0,
+    stable_tol_c: float = 1.0,
+    poll_s: float = 0.5,
+    clock=time.monotonic,
+    sleep=time.sleep,
+) -> dict:
     """Wait until the GPU temperature is below ``threshold_c`` or stable, at most ``max_s``.
 
     Args:
@@ -143,8 +150,14 @@ def read_samples(path: Path) -> dict[str, DeviceSeries]:
                 continue  # a line cut by a kill
             dev = parts[ix["device"]]
             sources.setdefault(dev, parts[ix["source"]])
-            cols.setdefault(dev, []).append([num(parts[ix["t_s"]]), num(parts[ix["power_w"]]),
-                                             num(parts[ix["power_instant_w"]]), num(parts[ix["energy_j"]])])
+            cols.setdefault(dev, []).append(
+                [
+                    num(parts[ix["t_s"]]),
+                    num(parts[ix["power_w"]]),
+                    num(parts[ix["power_instant_w"]]),
+                    num(parts[ix["energy_j"]]),
+                ]
+            )
     out = {}
     for dev, rows in cols.items():
         a = np.array(rows, dtype=float)
@@ -153,10 +166,18 @@ def read_samples(path: Path) -> dict[str, DeviceSeries]:
     return out
 
 
-def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: float, *,
-                      has_counter: bool = True, counter_reason: str | None = None,
-                      power_field: str | None = None, cross_check_threshold: float = CROSS_CHECK_FLAG_REL,
-                      cross_check_invalid: float = CROSS_CHECK_INVALID_REL) -> tuple[DeviceEnergy, list[str]]:
+def gpu_window_energy(
+    series: DeviceSeries,
+    label: str,
+    start_s: float,
+    end_s: float,
+    *,
+    has_counter: bool = True,
+    counter_reason: str | None = None,
+    power_field: str | None = None,
+    cross_check_threshold: float = CROSS_CHECK_FLAG_REL,
+    cross_check_invalid: float = CROSS_CHECK_INVALID_REL,
+) -> tuple[DeviceEnergy, list[str]]:
     """One GPU's energy over [start_s, end_s] from its samples.
 
     Args:
@@ -182,8 +203,9 @@ def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: f
     e_ok = np.isfinite(series.energy_j)
     ticks = integrate.detect_ticks(series.t_s[e_ok], series.energy_j[e_ok]) if e_ok.sum() >= 2 else None
     period = (ticks.period_s if ticks and ticks.period_s else None) or integrate.DEFAULT_UPDATE_PERIOD_S
-    dev = DeviceEnergy(device=label, energy_j=None, method="unavailable", source=src,
-                       update_period_s=period, power_field=power_field)
+    dev = DeviceEnergy(
+        device=label, energy_j=None, method="unavailable", source=src, update_period_s=period, power_field=power_field
+    )
     if integrate.too_short(end_s - start_s, period):
         flags.append("window_too_short")
     covered = pt.size > 0 and pt[0] <= start_s + 2 * period and pt[-1] >= end_s - 2 * period
@@ -202,8 +224,15 @@ def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: f
             dev.instant_integral_j = integrated
             dev.instant_integral_rel = integrate.cross_check(cw.energy_j, integrated)[0]
         avg_ok = np.isfinite(series.power_w)
-        cc = integrate.cross_check_reference(cw.energy_j, series.t_s[avg_ok], series.power_w[avg_ok], start_s, end_s,
-                                             flag_rel=cross_check_threshold, invalid_rel=cross_check_invalid)
+        cc = integrate.cross_check_reference(
+            cw.energy_j,
+            series.t_s[avg_ok],
+            series.power_w[avg_ok],
+            start_s,
+            end_s,
+            flag_rel=cross_check_threshold,
+            invalid_rel=cross_check_invalid,
+        )
         dev.cross_check_method = "average-power-lag"
         dev.cross_check_j, dev.cross_check_rel = cc.reference_j, cc.rel
         dev.cross_check_allowance_rel, dev.cross_check_excess_rel = cc.allowance_rel, cc.excess_rel
@@ -212,9 +241,14 @@ def gpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: f
             flags.append("cross_check_disagreement")
     else:
         dev.energy_j = integrated
-        dev.method = "simulated" if simulated else f"{'nvidia-smi' if src == 'nvidia-smi' else 'nvml'}-power-integration"
-        dev.reason = counter_reason or ("no counter on this backend" if src == "nvidia-smi" or not has_counter
-                                        else "no counter tick after the window end: power integrated")
+        dev.method = (
+            "simulated" if simulated else f"{'nvidia-smi' if src == 'nvidia-smi' else 'nvml'}-power-integration"
+        )
+        dev.reason = counter_reason or (
+            "no counter on this backend"
+            if src == "nvidia-smi" or not has_counter
+            else "no counter tick after the window end: power integrated"
+        )
     if ticks and any(start_s <= t <= end_s for t in ticks.decreased_t_s) and "counter_decreased" not in flags:
         flags.append("counter_decreased")
     notes = [n for n in (dev.reason, power_note) if n]
@@ -278,9 +312,18 @@ class Meter:
             failed to start.
     """
 
-    def __init__(self, settings, devices: list[int], samples_path: Path, seed: int, *,
-                 cross_check_threshold: float = CROSS_CHECK_FLAG_REL, env: dict | None = None,
-                 sim_idle_w: float = SIM_IDLE_W, sim_busy_w: float = SIM_BUSY_W):
+    def __init__(
+        self,
+        settings,
+        devices: list[int],
+        samples_path: Path,
+        seed: int,
+        *,
+        cross_check_threshold: float = CROSS_CHECK_FLAG_REL,
+        env: dict | None = None,
+        sim_idle_w: float = SIM_IDLE_W,
+        sim_busy_w: float = SIM_BUSY_W,
+    ):
         self.settings = settings
         self.devices = list(devices)
         self.samples_path = Path(samples_path)
@@ -320,26 +363,41 @@ class Meter:
                 nv = nvml.load()
                 if nv.nvmlDeviceGetCount() == 0:
                     raise MeasurementError("nvml", "NVML finds no GPU")
-                gpus, notes = nvml.resolve_devices(nv, self.devices, self.env.get("CUDA_VISIBLE_DEVICES"),
-                                                   self.env.get("CUDA_DEVICE_ORDER"))
+                gpus, notes = nvml.resolve_devices(
+                    nv, self.devices, self.env.get("CUDA_VISIBLE_DEVICES"), self.env.get("CUDA_DEVICE_ORDER")
+                )
                 self._nvml, self.backend, self.notes = nv, "nvml", notes
-                self.gpus = [{"label": g.label, "uuid": g.uuid, "index": g.host_index, "has_counter": g.has_counter,
-                              "counter_reason": g.counter_reason} for g in gpus]
+                self.gpus = [
+                    {
+                        "label": g.label,
+                        "uuid": g.uuid,
+                        "index": g.host_index,
+                        "has_counter": g.has_counter,
+                        "counter_reason": g.counter_reason,
+                    }
+                    for g in gpus
+                ]
                 self._env_facts = nvml.environment(nv, gpus)
                 return
             except MeasurementError as exc:
-                if wanted == "nvml" or "MIG" in str(exc) or exc.device.startswith("cuda:") or \
-                        "CUDA_VISIBLE_DEVICES" in str(exc):
+                if (
+                    wanted == "nvml"
+                    or "MIG" in str(exc)
+                    or exc.device.startswith("cuda:")
+                    or "CUDA_VISIBLE_DEVICES" in str(exc)
+                ):
                     raise
                 why.append(str(exc))
         if wanted in ("auto", "nvidia-smi"):
             path = smi.find_nvidia_smi()
             listed = smi.list_gpus(nvidia_smi=path) if path else []
             if path and listed:
-                if any(str(e).startswith("MIG-") for e in
-                       (self.env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
-                    raise MeasurementError("cuda", "CUDA_VISIBLE_DEVICES names a MIG instance: energy is per "
-                                           "physical GPU; give the trial a whole GPU")
+                if any(str(e).startswith("MIG-") for e in (self.env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
+                    raise MeasurementError(
+                        "cuda",
+                        "CUDA_VISIBLE_DEVICES names a MIG instance: energy is per "
+                        "physical GPU; give the trial a whole GPU",
+                    )
                 wanted_idx = self.devices or [g["index"] for g in listed]
                 by_idx = {g["index"]: g for g in listed}
                 missing = [i for i in wanted_idx if i not in by_idx]
@@ -347,9 +405,17 @@ class Meter:
                     raise MeasurementError(f"gpu{missing[0]}", f"nvidia-smi lists no GPU {missing[0]}")
                 self._smi_roles = smi.probe_fields(wanted_idx, nvidia_smi=path)
                 self.backend = "nvidia-smi"
-                self.gpus = [{"label": f"gpu{i}", "uuid": by_idx[i]["uuid"], "index": i, "has_counter": False,
-                              "counter_reason": "nvidia-smi has no energy counter", "name": by_idx[i]["name"]}
-                             for i in wanted_idx]
+                self.gpus = [
+                    {
+                        "label": f"gpu{i}",
+                        "uuid": by_idx[i]["uuid"],
+                        "index": i,
+                        "has_counter": False,
+                        "counter_reason": "nvidia-smi has no energy counter",
+                        "name": by_idx[i]["name"],
+                    }
+                    for i in wanted_idx
+                ]
                 self._env_facts = {"gpus": self.gpus, "nvidia_smi": path, "nvidia_smi_fields": self._smi_roles}
                 self._nvidia_smi = path
                 return
@@ -357,11 +423,15 @@ class Meter:
             if wanted == "nvidia-smi":
                 raise MeasurementError("nvidia-smi", "; ".join(why))
         self.backend = "simulated"
-        self.gpus = [{"label": f"gpu{i}", "uuid": None, "index": i, "has_counter": True,
-                      "counter_reason": None} for i in (self.devices or [0])]
-        self._env_facts = {"gpus": self.gpus, "simulated_model": {"idle_w": self.sim_idle_w,
-                                                                  "busy_w": self.sim_busy_w, "tick_s": 0.1},
-                           "why_simulated": "; ".join(why) or "backend 'simulated' requested"}
+        self.gpus = [
+            {"label": f"gpu{i}", "uuid": None, "index": i, "has_counter": True, "counter_reason": None}
+            for i in (self.devices or [0])
+        ]
+        self._env_facts = {
+            "gpus": self.gpus,
+            "simulated_model": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w, "tick_s": 0.1},
+            "why_simulated": "; ".join(why) or "backend 'simulated' requested",
+        }
 
     def _max_temperature_c(self) -> float | None:
         if self.backend == "nvml":
@@ -376,8 +446,9 @@ class Meter:
         if self.backend == "nvidia-smi":
             from gcbench.energy import smi
 
-            rc, out = smi.run_argv(smi.query_argv(["temperature.gpu"], [g["index"] for g in self.gpus],
-                                                  nvidia_smi=self._nvidia_smi))
+            rc, out = smi.run_argv(
+                smi.query_argv(["temperature.gpu"], [g["index"] for g in self.gpus], nvidia_smi=self._nvidia_smi)
+            )
             try:
                 vals = [r["temperature.gpu"] for r in smi.parse_query_csv(out, ["temperature.gpu"])] if rc == 0 else []
             except ValueError:
@@ -403,15 +474,25 @@ class Meter:
         self.origin_monotonic = time.monotonic()
         origin_wall = time.time()
         cfg = {
-            "backend": self.backend, "samples_path": str(self.samples_path),
-            "origin_monotonic": self.origin_monotonic, "origin_wall": origin_wall,
-            "sample_hz": s.sample_hz, "counter_hz": s.counter_hz, "gpus": self.gpus,
-            "rapl": [{"label": d.label, "path": d.path, "max_energy_range_uj": d.max_energy_range_uj}
-                     for d in self._rapl.domains] if rapl_ok else [],
+            "backend": self.backend,
+            "samples_path": str(self.samples_path),
+            "origin_monotonic": self.origin_monotonic,
+            "origin_wall": origin_wall,
+            "sample_hz": s.sample_hz,
+            "counter_hz": s.counter_hz,
+            "gpus": self.gpus,
+            "rapl": [
+                {"label": d.label, "path": d.path, "max_energy_range_uj": d.max_energy_range_uj}
+                for d in self._rapl.domains
+            ]
+            if rapl_ok
+            else [],
             "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains)),
-            "smi_roles": self._smi_roles, "nvidia_smi": getattr(self, "_nvidia_smi", None),
+            "smi_roles": self._smi_roles,
+            "nvidia_smi": getattr(self, "_nvidia_smi", None),
             "sim": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w},
-            "trial_pid": os.getpid(), "process_check_s": PROCESS_CHECK_S,
+            "trial_pid": os.getpid(),
+            "process_check_s": PROCESS_CHECK_S,
             "tail_s": integrate.reference_tail_s(s.sample_hz),
         }
         self.samples_path.parent.mkdir(parents=True, exist_ok=True)
@@ -419,16 +500,24 @@ class Meter:
         env = dict(os.environ)
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log = open(self.samples_path.with_suffix(".sampler.log"), "w", encoding="utf-8")
-        self._proc = subprocess.Popen([sys.executable, "-m", "gcbench.energy.sampler"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=log, env=env)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "gcbench.energy.sampler"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
         log.close()
         self._started = True
         self._send(json.dumps(cfg))
         msg = self._read_message(timeout_s=60.0)
         if not msg or not msg.get("ready"):
             self._kill()
-            raise MeasurementError("sampler", f"sampling process did not start: {msg or 'no answer'} "
-                                   f"(see {self.samples_path.with_suffix('.sampler.log')})")
+            raise MeasurementError(
+                "sampler",
+                f"sampling process did not start: {msg or 'no answer'} "
+                f"(see {self.samples_path.with_suffix('.sampler.log')})",
+            )
         if s.idle_baseline_s > 0:
             self._send("burst")
             t0 = time.monotonic() - self.origin_monotonic
@@ -561,13 +650,21 @@ class Meter:
             for g in self.gpus:
                 s = series.get(g["label"])
                 if s is None:
-                    devs.append(DeviceEnergy(g["label"], None, "unavailable", self.backend,
-                                             reason="no samples from this GPU"))
+                    devs.append(
+                        DeviceEnergy(g["label"], None, "unavailable", self.backend, reason="no samples from this GPU")
+                    )
                     flags.append("samples_incomplete")
                     continue
-                d, f = gpu_window_energy(s, g["label"], a, b, has_counter=g.get("has_counter", True),
-                                         counter_reason=g.get("counter_reason"), power_field=power_field,
-                                         cross_check_threshold=self.cross_check_threshold)
+                d, f = gpu_window_energy(
+                    s,
+                    g["label"],
+                    a,
+                    b,
+                    has_counter=g.get("has_counter", True),
+                    counter_reason=g.get("counter_reason"),
+                    power_field=power_field,
+                    cross_check_threshold=self.cross_check_threshold,
+                )
                 devs.append(d)
                 flags += f
             return devs, flags
@@ -578,7 +675,7 @@ class Meter:
             a, b = spans[IDLE_KEY]
             for d in gpu_list(a, b)[0]:
                 self.idle_power_w[d.device] = d.energy_j / (b - a) if d.energy_j is not None else None
-            for dom in (self._rapl.domains if self._rapl else []):
+            for dom in self._rapl.domains if self._rapl else []:
                 if dom.label in series:
                     c = cpu_window_energy(series[dom.label], dom.label, a, b)
                     self.idle_power_w[dom.label] = c.energy_j / (b - a) if c.energy_j is not None else None
@@ -598,8 +695,11 @@ class Meter:
             else:
                 for dom in self._rapl.domains:
                     s = series.get(dom.label)
-                    c = cpu_window_energy(s, dom.label, a, b) if s is not None else DeviceEnergy(
-                        dom.label, None, "unavailable", "rapl", reason="no RAPL samples")
+                    c = (
+                        cpu_window_energy(s, dom.label, a, b)
+                        if s is not None
+                        else DeviceEnergy(dom.label, None, "unavailable", "rapl", reason="no RAPL samples")
+                    )
                     c.idle_power_w = self.idle_power_w.get(dom.label)
                     if c.energy_j is not None and c.idle_power_w is not None:
                         c.energy_above_idle_j = c.energy_j - c.idle_power_w * (b - a)
@@ -613,8 +713,11 @@ class Meter:
                 if ev.get("event") == "nvidia_smi_error" and a <= ev.get("t_s", -1) <= b + 1.0:
                     flags.append("nvidia_smi_error")  # a GPU's line was an error: its good rows are kept
                 # checked at both edges and during the window; the end check runs a few ms after b
-                if ev.get("event") == "foreign_process" and ev.get("device") in labels and \
-                        a <= ev.get("t_s", -1) <= b + 0.1:
+                if (
+                    ev.get("event") == "foreign_process"
+                    and ev.get("device") in labels
+                    and a <= ev.get("t_s", -1) <= b + 0.1
+                ):
                     flags.append("foreign_process")
             if key in not_ended:
                 flags.append("window_not_ended")
@@ -624,16 +727,26 @@ class Meter:
             # cpu_reason is None only when every domain's energy is known
             cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
             results[key] = EnergyResult(
-                window_start_s=a, window_end_s=b, gpu=devs, cpu=cpu, gpu_energy_j=gpu_j, cpu_energy_j=cpu_j,
-                cpu_reason=cpu_reason, sample_hz=self.settings.sample_hz, samples_count=n_rows,
-                flags=list(dict.fromkeys(flags)), simulated=simulated,
+                window_start_s=a,
+                window_end_s=b,
+                gpu=devs,
+                cpu=cpu,
+                gpu_energy_j=gpu_j,
+                cpu_energy_j=cpu_j,
+                cpu_reason=cpu_reason,
+                sample_hz=self.settings.sample_hz,
+                samples_count=n_rows,
+                flags=list(dict.fromkeys(flags)),
+                simulated=simulated,
                 gpu_energy_above_idle_j=sum(above) if above and len(above) == len(devs) else None,
-                cross_check_threshold=self.cross_check_threshold, backend=self.backend,
-                jitter_s=self.jitter_s.get(key))
+                cross_check_threshold=self.cross_check_threshold,
+                backend=self.backend,
+                jitter_s=self.jitter_s.get(key),
+            )
         return results
 
     # ------------------------------------------------------------------ context, environment
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Meter:
         self.start()
         return self
 
@@ -650,19 +763,34 @@ class Meter:
     def environment(self) -> dict:
         """Facts of the measurement: backend, GPUs (name, UUID, PCI, power limits),
         driver and NVML versions, methods, RAPL domains, cool-down, idle baseline."""
-        env = {"backend": self.backend, "simulated": self.backend == "simulated",
-               "sample_hz": self.settings.sample_hz, "counter_hz": self.settings.counter_hz,
-               "cuda_visible_devices": self.env.get("CUDA_VISIBLE_DEVICES"),
-               "device_mapping_notes": self.notes, "cooldown": self.cooldown,
-               "idle_power_w": self.idle_power_w or None,
-               "methods": {g["label"]: ("simulated" if self.backend == "simulated" else
-                                        "nvml-counter-edge-corrected" if g.get("has_counter") and self.backend == "nvml"
-                                        else f"{self.backend}-power-integration") for g in self.gpus},
-               "sampler_events": self.events or None, "sampler_stats": self.sampler_stats,
-               "foreign_process_check": self._process_check_status()}
+        env = {
+            "backend": self.backend,
+            "simulated": self.backend == "simulated",
+            "sample_hz": self.settings.sample_hz,
+            "counter_hz": self.settings.counter_hz,
+            "cuda_visible_devices": self.env.get("CUDA_VISIBLE_DEVICES"),
+            "device_mapping_notes": self.notes,
+            "cooldown": self.cooldown,
+            "idle_power_w": self.idle_power_w or None,
+            "methods": {
+                g["label"]: (
+                    "simulated"
+                    if self.backend == "simulated"
+                    else "nvml-counter-edge-corrected"
+                    if g.get("has_counter") and self.backend == "nvml"
+                    else f"{self.backend}-power-integration"
+                )
+                for g in self.gpus
+            },
+            "sampler_events": self.events or None,
+            "sampler_stats": self.sampler_stats,
+            "foreign_process_check": self._process_check_status(),
+        }
         env.update(self._env_facts)
         if self._rapl is not None:
-            env["rapl"] = {"domains": [d.label for d in self._rapl.domains], "reason": self._rapl.reason,
-                           "skipped": [list(x) for x in self._rapl.skipped]}
+            env["rapl"] = {
+                "domains": [d.label for d in self._rapl.domains],
+                "reason": self._rapl.reason,
+                "skipped": [list(x) for x in self._rapl.skipped],
+            }
         return env
-

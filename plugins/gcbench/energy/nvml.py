@@ -48,8 +48,9 @@ def load():
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
-        raise MeasurementError("nvml", f"nvmlInit failed: {exc} (is the NVIDIA driver installed and "
-                                       "libnvidia-ml.so.1 on the loader path?)") from exc
+        raise MeasurementError(
+            "nvml", f"nvmlInit failed: {exc} (is the NVIDIA driver installed and libnvidia-ml.so.1 on the loader path?)"
+        ) from exc
     except OSError as exc:  # pragma: no cover - ctypes load errors
         raise MeasurementError("nvml", f"cannot load libnvidia-ml: {exc}") from exc
     return pynvml
@@ -91,9 +92,15 @@ def _all_gpus(pynvml) -> list[dict]:
     out = []
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        out.append({"index": i, "handle": h, "uuid": _s(pynvml.nvmlDeviceGetUUID(h)),
-                    "pci_bus_id": _s(pynvml.nvmlDeviceGetPciInfo(h).busId),
-                    "name": _s(pynvml.nvmlDeviceGetName(h))})
+        out.append(
+            {
+                "index": i,
+                "handle": h,
+                "uuid": _s(pynvml.nvmlDeviceGetUUID(h)),
+                "pci_bus_id": _s(pynvml.nvmlDeviceGetPciInfo(h).busId),
+                "name": _s(pynvml.nvmlDeviceGetName(h)),
+            }
+        )
     return out
 
 
@@ -102,8 +109,9 @@ def parse_cuda_visible_devices(value: str) -> list[str]:
     return [e.strip() for e in value.split(",") if e.strip()]
 
 
-def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None = None,
-                    cuda_device_order: str | None = None) -> tuple[list[GpuInfo], list[str]]:
+def resolve_devices(
+    pynvml, devices: list[int], cuda_visible_devices: str | None = None, cuda_device_order: str | None = None
+) -> tuple[list[GpuInfo], list[str]]:
     """Map the trial's GPUs to NVML devices.
 
     Args:
@@ -126,32 +134,44 @@ def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None
     if cuda_visible_devices is not None:
         for pos, entry in enumerate(parse_cuda_visible_devices(cuda_visible_devices)):
             if entry.startswith("MIG-"):
-                raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry} is a MIG instance; NVML "
-                                       "energy is per physical GPU, so a MIG slice cannot be measured: give "
-                                       "the trial a whole GPU")
+                raise MeasurementError(
+                    f"cuda:{pos}",
+                    f"CUDA_VISIBLE_DEVICES entry {entry} is a MIG instance; NVML "
+                    "energy is per physical GPU, so a MIG slice cannot be measured: give "
+                    "the trial a whole GPU",
+                )
             if entry.startswith("GPU-"):
                 hits = [g for g in everything if g["uuid"].startswith(entry)]
                 if len(hits) != 1:
-                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry} matches "
-                                           f"{len(hits)} GPUs by UUID (expected 1)")
+                    raise MeasurementError(
+                        f"cuda:{pos}",
+                        f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(hits)} GPUs by UUID (expected 1)",
+                    )
                 chosen.append((hits[0], pos))
             else:
                 try:
                     n = int(entry)
                 except ValueError:
-                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry!r} is neither an "
-                                           "index nor a GPU- UUID") from None
+                    raise MeasurementError(
+                        f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {entry!r} is neither an index nor a GPU- UUID"
+                    ) from None
                 if not 0 <= n < len(by_pci):
-                    raise MeasurementError(f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {n} but only "
-                                           f"{len(by_pci)} GPUs are present")
+                    raise MeasurementError(
+                        f"cuda:{pos}", f"CUDA_VISIBLE_DEVICES entry {n} but only {len(by_pci)} GPUs are present"
+                    )
                 chosen.append((by_pci[n], pos))
                 if (cuda_device_order or "") != "PCI_BUS_ID":
-                    notes.append("CUDA_VISIBLE_DEVICES has indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
-                                 "indices read in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID in the trial")
+                    notes.append(
+                        "CUDA_VISIBLE_DEVICES has indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
+                        "indices read in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID in the trial"
+                    )
         if devices and sorted(devices) != sorted(g["index"] for g, _ in chosen):
-            raise MeasurementError("gpu", f"trial devices {devices} are not the GPUs CUDA_VISIBLE_DEVICES="
-                                   f"{cuda_visible_devices} selects (NVML indices "
-                                   f"{[g['index'] for g, _ in chosen]})")
+            raise MeasurementError(
+                "gpu",
+                f"trial devices {devices} are not the GPUs CUDA_VISIBLE_DEVICES="
+                f"{cuda_visible_devices} selects (NVML indices "
+                f"{[g['index'] for g, _ in chosen]})",
+            )
     else:
         wanted = devices or [g["index"] for g in everything]
         for n in wanted:
@@ -165,12 +185,20 @@ def resolve_devices(pynvml, devices: list[int], cuda_visible_devices: str | None
         try:
             current, _pending = pynvml.nvmlDeviceGetMigMode(h)
             if current == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
-                raise MeasurementError(f"gpu{g['index']}", "MIG mode is enabled: NVML energy is per physical "
-                                       "GPU; disable MIG or measure the whole GPU")
+                raise MeasurementError(
+                    f"gpu{g['index']}",
+                    "MIG mode is enabled: NVML energy is per physical GPU; disable MIG or measure the whole GPU",
+                )
         except pynvml.NVMLError:
             pass  # not a MIG-capable GPU
-        info = GpuInfo(host_index=g["index"], label=f"gpu{g['index']}", uuid=g["uuid"],
-                       pci_bus_id=g["pci_bus_id"], name=g["name"], cuda_index=cuda_pos)
+        info = GpuInfo(
+            host_index=g["index"],
+            label=f"gpu{g['index']}",
+            uuid=g["uuid"],
+            pci_bus_id=g["pci_bus_id"],
+            name=g["name"],
+            cuda_index=cuda_pos,
+        )
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
         except pynvml.NVMLError as exc:
@@ -185,8 +213,17 @@ def _field_value(v) -> float | None:
         return None
     t = v.valueType
     val = v.value
-    return float({0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
-                  5: getattr(val, "siVal", 0), 6: getattr(val, "usVal", 0)}.get(t, val.uiVal))
+    return float(
+        {
+            0: val.dVal,
+            1: val.uiVal,
+            2: val.ulVal,
+            3: val.ullVal,
+            4: val.sllVal,
+            5: getattr(val, "siVal", 0),
+            6: getattr(val, "usVal", 0),
+        }.get(t, val.uiVal)
+    )
 
 
 class NvmlReader:
@@ -200,15 +237,23 @@ class NvmlReader:
         self.handles = [pynvml.nvmlDeviceGetHandleByUUID(u) for u in uuids]
         self.fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
         self.fields_ok = [True] * len(uuids)
-        self._reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self._reasons = (
+            getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
 
     def read(self, i: int, counter: bool, extras: bool = True) -> dict:
         """Sample GPU ``i``: power (W), energy (J, when ``counter``), temperature,
         SM clock and clocks-event reasons (when ``extras``)."""
         nv, h = self.nv, self.handles[i]
-        row: dict = {"power_w": None, "power_instant_w": None, "energy_j": None,
-                     "temperature_c": None, "sm_clock_mhz": None, "clocks_event_reasons": None}
+        row: dict = {
+            "power_w": None,
+            "power_instant_w": None,
+            "energy_j": None,
+            "temperature_c": None,
+            "sm_clock_mhz": None,
+            "clocks_event_reasons": None,
+        }
         if counter:
             try:
                 row["energy_j"] = nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1e3
@@ -228,9 +273,11 @@ class NvmlReader:
             except nv.NVMLError:
                 pass
         if extras:
-            for key, fn in (("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                            ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-                            ("clocks_event_reasons", lambda: self._reasons(h))):
+            for key, fn in (
+                ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                ("clocks_event_reasons", lambda: self._reasons(h)),
+            ):
                 try:
                     row[key] = fn()
                 except nv.NVMLError:
@@ -263,6 +310,7 @@ class NvmlReader:
 
 def environment(pynvml, gpus: list[GpuInfo]) -> dict:
     """Driver and NVML versions and per-GPU facts (name, UUID, PCI, power limits in W)."""
+
     def safe(fn, *a):
         try:
             return fn(*a)
@@ -270,14 +318,19 @@ def environment(pynvml, gpus: list[GpuInfo]) -> dict:
             return None
 
     gpu_list: list[dict[str, Any]] = []
-    env = {"driver": _s(safe(pynvml.nvmlSystemGetDriverVersion) or "") or None,
-           "nvml_version": _s(safe(pynvml.nvmlSystemGetNVMLVersion) or "") or None, "gpus": gpu_list}
+    env = {
+        "driver": _s(safe(pynvml.nvmlSystemGetDriverVersion) or "") or None,
+        "nvml_version": _s(safe(pynvml.nvmlSystemGetNVMLVersion) or "") or None,
+        "gpus": gpu_list,
+    }
     for g in gpus:
         h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)
         cons = safe(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, h)
-        mw = {"limit_w": safe(pynvml.nvmlDeviceGetPowerManagementLimit, h),
-              "enforced_limit_w": safe(pynvml.nvmlDeviceGetEnforcedPowerLimit, h),
-              "default_limit_w": safe(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, h)}
+        mw = {
+            "limit_w": safe(pynvml.nvmlDeviceGetPowerManagementLimit, h),
+            "enforced_limit_w": safe(pynvml.nvmlDeviceGetEnforcedPowerLimit, h),
+            "default_limit_w": safe(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, h),
+        }
         d = g.to_dict()
         d.update({k: (v / 1e3 if v is not None else None) for k, v in mw.items()})
         d["min_limit_w"], d["max_limit_w"] = (cons[0] / 1e3, cons[1] / 1e3) if cons else (None, None)
@@ -332,8 +385,9 @@ def in_host_pid_namespace() -> bool | None:
         return None
 
 
-def classify_gpu_processes(pids: set[int], trial_pid: int, proc: str = "/proc",
-                           tree: set[int] | None = None) -> tuple[dict[int, str], set[int]]:
+def classify_gpu_processes(
+    pids: set[int], trial_pid: int, proc: str = "/proc", tree: set[int] | None = None
+) -> tuple[dict[int, str], set[int]]:
     """Sort the PIDs NVML lists on a GPU into the trial's and the others.
 
     Args:

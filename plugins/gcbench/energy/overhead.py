@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def _run_for(step: Callable[[], None], seconds: float, sync: Callable[[], None] | None) -> float:
@@ -33,8 +33,15 @@ def _run_for(step: Callable[[], None], seconds: float, sync: Callable[[], None] 
     return n / (time.perf_counter() - t0)
 
 
-def throughput_ratio(step: Callable[[], None], settings, devices: list[int], seconds: float = 3.0,
-                     rounds: int = 3, sync: Callable[[], None] | None = None, warmup_s: float = 1.0) -> dict:
+def throughput_ratio(
+    step: Callable[[], None],
+    settings,
+    devices: list[int],
+    seconds: float = 3.0,
+    rounds: int = 3,
+    sync: Callable[[], None] | None = None,
+    warmup_s: float = 1.0,
+) -> dict:
     """Alternate rounds of ``step`` without and with a sampling Meter.
 
     Args:
@@ -72,6 +79,11 @@ def throughput_ratio(step: Callable[[], None], settings, devices: list[int], sec
     # pairs close in time share the machine's background load; their median ratio is
     # more robust than a ratio of medians on a shared machine
     ratio = statistics.median(m_ / b_ for m_, b_ in zip(metered, base, strict=True))
-    return {"baseline_steps_per_s": base, "metered_steps_per_s": metered, "ratio": ratio,
-            "overhead": 1.0 - ratio, "backend": backend,
-            "sampler_cpu_fraction": statistics.median(cpu) if cpu else None}
+    return {
+        "baseline_steps_per_s": base,
+        "metered_steps_per_s": metered,
+        "ratio": ratio,
+        "overhead": 1.0 - ratio,
+        "backend": backend,
+        "sampler_cpu_fraction": statistics.median(cpu) if cpu else None,
+    }

@@ -145,7 +145,7 @@ class PowerCap:
 
     # -- entering -------------------------------------------------------------------
 
-    def __enter__(self) -> "PowerCap":
+    def __enter__(self) -> PowerCap:
         if self.cap_w is None:
             return self
         import pynvml  # nvidia-ml-py; imported here so that importing gcbench stays cheap
@@ -156,9 +156,7 @@ class PowerCap:
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
-            raise PowerCapUnavailableError(
-                "nvml", f"cannot initialise NVML to set a power cap: {exc}"
-            ) from exc
+            raise PowerCapUnavailableError("nvml", f"cannot initialise NVML to set a power cap: {exc}") from exc
         try:
             for index in self.gpu_indices:
                 self._apply(index)
@@ -183,8 +181,7 @@ class PowerCap:
         if not min_mw <= cap_mw <= max_mw:
             raise PowerCapRangeError(
                 device,
-                f"power cap {self.cap_w:g} W outside the allowed range "
-                f"{mw_to_w(min_mw):g}-{mw_to_w(max_mw):g} W",
+                f"power cap {self.cap_w:g} W outside the allowed range {mw_to_w(min_mw):g}-{mw_to_w(max_mw):g} W",
             )
         try:
             pynvml.nvmlDeviceSetPowerManagementLimit(handle, cap_mw)
@@ -237,7 +234,9 @@ class PowerCap:
                 log.error(
                     "gpu%d: could not restore the power limit to %.0f W: %s "
                     "(run gcbench.energy.powercap.reset_to_default)",
-                    applied.index, applied.previous_w, exc,
+                    applied.index,
+                    applied.previous_w,
+                    exc,
                 )
         self.applied = []
         self._handles = {}

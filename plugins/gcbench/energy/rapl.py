@@ -45,8 +45,10 @@ from pathlib import Path
 MAX_PLAUSIBLE_DOMAIN_POWER_W = 1500.0
 """Upper bound of one RAPL domain's power, W, for choosing the poll interval."""
 
-PERMISSION_HINT = ("energy_uj is root-only since the 2020 PLATYPUS fix (CVE-2020-8694); "
-                   "run the trial as root or grant read access to it")
+PERMISSION_HINT = (
+    "energy_uj is root-only since the 2020 PLATYPUS fix (CVE-2020-8694); "
+    "run the trial as root or grant read access to it"
+)
 
 _ZONE_RE = re.compile(r"^intel-rapl(-mmio)?:(\d+)(?::(\d+))?$")
 _CONTROL_TYPE_RE = re.compile(r"^intel-rapl(-mmio)?$")

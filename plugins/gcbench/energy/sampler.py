@@ -78,10 +78,22 @@ class _Writer:
         self.rows = 0
 
     def row(self, t_s: float, device: str, source: str, r: dict, energy_digits: int = 3) -> None:
-        self.f.write(",".join((f"{t_s:.6f}", device, source, _fmt(r.get("power_w")),
-                               _fmt(r.get("power_instant_w")), _fmt(r.get("energy_j"), energy_digits),
-                               _fmt(r.get("temperature_c"), 1), _fmt(r.get("sm_clock_mhz"), 0),
-                               _fmt(r.get("clocks_event_reasons")))) + "\n")
+        self.f.write(
+            ",".join(
+                (
+                    f"{t_s:.6f}",
+                    device,
+                    source,
+                    _fmt(r.get("power_w")),
+                    _fmt(r.get("power_instant_w")),
+                    _fmt(r.get("energy_j"), energy_digits),
+                    _fmt(r.get("temperature_c"), 1),
+                    _fmt(r.get("sm_clock_mhz"), 0),
+                    _fmt(r.get("clocks_event_reasons")),
+                )
+            )
+            + "\n"
+        )
         self.rows += 1
 
     def flush(self) -> None:
@@ -138,16 +150,23 @@ class Sampler:
             from gcbench.energy.simulated import SimulatedGpu
 
             sim = cfg.get("sim") or {}
-            self.sims = [SimulatedGpu(idle_w=sim.get("idle_w", 60.0), busy_w=sim.get("busy_w", 300.0),
-                                      phase_s=(0.0371 * (k + 1)) % 0.1) for k in range(len(self.gpus))]
+            self.sims = [
+                SimulatedGpu(
+                    idle_w=sim.get("idle_w", 60.0), busy_w=sim.get("busy_w", 300.0), phase_s=(0.0371 * (k + 1)) % 0.1
+                )
+                for k in range(len(self.gpus))
+            ]
         elif self.backend == "nvidia-smi":
             from gcbench.energy import smi
 
             self.smi_roles = cfg["smi_roles"]
             self.smi_fields = list(dict.fromkeys(self.smi_roles.values()))
-            argv = smi.query_argv(self.smi_fields, [g["index"] for g in self.gpus],
-                                  interval_ms=max(int(round(self.power_dt * 1000)), 10),
-                                  nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi")
+            argv = smi.query_argv(
+                self.smi_fields,
+                [g["index"] for g in self.gpus],
+                interval_ms=max(int(round(self.power_dt * 1000)), 10),
+                nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi",
+            )
             self.smi_stream = smi.SmiStream(self.smi_roles, start_t_s=self.now())
             self.smi = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             self.smi_labels = {g["index"]: g["label"] for g in self.gpus}
@@ -172,9 +191,12 @@ class Sampler:
             from gcbench.energy import nvml as _nvml
 
             if _nvml.in_host_pid_namespace() is False:
-                self._process_note("limited", "the trial runs in its own PID namespace (a container): NVML's host "
-                                   "PIDs of other processes may not be visible; run the container with the "
-                                   "host's PID namespace for a complete check")
+                self._process_note(
+                    "limited",
+                    "the trial runs in its own PID namespace (a container): NVML's host "
+                    "PIDs of other processes may not be visible; run the container with the "
+                    "host's PID namespace for a complete check",
+                )
 
     def now(self) -> float:
         return self.clock() - self.origin + self.virtual_s
@@ -386,8 +408,15 @@ class Sampler:
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.smi.kill()
         self.writer.close()
-        _emit({"done": True, "rows": self.writer.rows, "cpu_s": time.process_time(),
-               "wall_s": self.now(), "simulated_tail_s": round(simulated_tail_s, 6)})
+        _emit(
+            {
+                "done": True,
+                "rows": self.writer.rows,
+                "cpu_s": time.process_time(),
+                "wall_s": self.now(),
+                "simulated_tail_s": round(simulated_tail_s, 6),
+            }
+        )
         return 0
 
 

@@ -71,7 +71,11 @@ class SimulatedGpu:
         """A sample row at ``t_s`` (same keys as :meth:`NvmlReader.read`)."""
         p = self.power_w(t_s)
         busy = p == self.busy_w
-        return {"power_w": self.energy_j(t_s) - self.energy_j(t_s - 1.0), "power_instant_w": p,
-                "energy_j": self.counter_j(t_s) if counter else None,
-                "temperature_c": 60.0 if busy else 35.0, "sm_clock_mhz": 1980 if busy else 345,
-                "clocks_event_reasons": 0 if busy else 1}
+        return {
+            "power_w": self.energy_j(t_s) - self.energy_j(t_s - 1.0),
+            "power_instant_w": p,
+            "energy_j": self.counter_j(t_s) if counter else None,
+            "temperature_c": 60.0 if busy else 35.0,
+            "sm_clock_mhz": 1980 if busy else 345,
+            "clocks_event_reasons": 0 if busy else 1,
+        }

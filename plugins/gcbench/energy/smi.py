@@ -36,18 +36,63 @@ import csv
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from gcbench.errors import MeasurementError
 
-MISSING = {"[N/A]", "[Not Supported]", "N/A", "Not Found", "[Unknown Error]",
-           "[Insufficient Permissions]", "[GPU requires reset]", "[GPU is lost]", "Unknown Error", ""}
+MISSING = {
+    "[N/A]",
+    "[Not Supported]",
+    "N/A",
+    "Not Found",
+    "[Unknown Error]",
+    "[Insufficient Permissions]",
+    "[GPU requires reset]",
+    "[GPU is lost]",
+    "Unknown Error",
+    "",
+}
 """Cell values that mean *unknown* (besides any ``[...]`` cell, see :func:`is_missing`)."""
 
-UNITS = ("W", "mW", "kW", "J", "mJ", "kJ", "Wh", "KiB", "MiB", "GiB", "TiB", "B", "KB", "MB", "GB", "TB",
-         "Hz", "kHz", "MHz", "GHz", "%", "C", "\u00b0C", "F", "V", "mV", "A", "mA", "s", "ms", "us", "ns",
-         "RPM", "KB/s", "MB/s", "GB/s")
+UNITS = (
+    "W",
+    "mW",
+    "kW",
+    "J",
+    "mJ",
+    "kJ",
+    "Wh",
+    "KiB",
+    "MiB",
+    "GiB",
+    "TiB",
+    "B",
+    "KB",
+    "MB",
+    "GB",
+    "TB",
+    "Hz",
+    "kHz",
+    "MHz",
+    "GHz",
+    "%",
+    "C",
+    "\u00b0C",
+    "F",
+    "V",
+    "mV",
+    "A",
+    "mA",
+    "s",
+    "ms",
+    "us",
+    "ns",
+    "RPM",
+    "KB/s",
+    "MB/s",
+    "GB/s",
+)
 """Unit suffixes nvidia-smi prints after numbers (``csv`` without ``nounits``, ``-q``)."""
 
 NUMERIC_ROLES = ("power_instant_w", "power_w", "temperature_c", "sm_clock_mhz", "clocks_event_reasons")
@@ -94,8 +139,11 @@ def parse_timestamp(text: str) -> datetime:
 
 
 _NUMBER_RE = re.compile(r"^[-+]?\d+(\.\d+)?$")
-_WITH_UNIT_RE = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>"
-                           + "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True)) + r")$")
+_WITH_UNIT_RE = re.compile(
+    r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>"
+    + "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
+    + r")$"
+)
 
 
 def is_missing(cell: str) -> bool:
@@ -180,13 +228,16 @@ class SmiOutputError(MeasurementError, ValueError):
         self.rows = rows
 
 
-_GPU_IN_MESSAGE_RE = re.compile(r"\bGPU\s+(?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|\d+)\b",
-                                re.IGNORECASE)
+_GPU_IN_MESSAGE_RE = re.compile(
+    r"\bGPU\s+(?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|\d+)\b", re.IGNORECASE
+)
 
 
 _ERROR_LINE_RE = re.compile(
     r"^\s*(Unable to |Failed to |NVIDIA-SMI has failed|No devices were found|Unknown Error|Insufficient Permissions"
-    r"|GPU is lost|Error\b)|device handle|Unknown Error\s*$", re.IGNORECASE)
+    r"|GPU is lost|Error\b)|device handle|Unknown Error\s*$",
+    re.IGNORECASE,
+)
 
 
 def is_error_line(line: str) -> bool:
@@ -238,8 +289,12 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
             bad.append(ln.strip())
     if bad:
         device = error_device(bad[0])
-        raise SmiOutputError(device, f"nvidia-smi printed {len(bad)} line(s) that are not rows "
-                             f"(after {len(rows)} good row(s)): {bad[0][:200]}", bad[0], rows)
+        raise SmiOutputError(
+            device,
+            f"nvidia-smi printed {len(bad)} line(s) that are not rows (after {len(rows)} good row(s)): {bad[0][:200]}",
+            bad[0],
+            rows,
+        )
     return rows
 
 
@@ -255,8 +310,9 @@ def invalid_field(text: str) -> str | None:
 # ---------------------------------------------------------------- probing
 
 
-def query_argv(fields: list[str], indices: list[int], interval_ms: int | None = None,
-               nvidia_smi: str = "nvidia-smi") -> list[str]:
+def query_argv(
+    fields: list[str], indices: list[int], interval_ms: int | None = None, nvidia_smi: str = "nvidia-smi"
+) -> list[str]:
     """argv of a CSV query without header or units; ``-lms`` when streaming."""
     argv = [nvidia_smi, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"]
     if indices:
@@ -266,8 +322,9 @@ def query_argv(fields: list[str], indices: list[int], interval_ms: int | None = 
     return argv
 
 
-def probe_fields(indices: list[int], run: Runner = run_argv, nvidia_smi: str = "nvidia-smi",
-                 max_tries: int = 12) -> dict[str, str]:
+def probe_fields(
+    indices: list[int], run: Runner = run_argv, nvidia_smi: str = "nvidia-smi", max_tries: int = 12
+) -> dict[str, str]:
     """Choose the field that fills each sample role on this driver.
 
     Runs the full query once; an invalid field is replaced by its next fallback and the
@@ -297,8 +354,11 @@ def probe_fields(indices: list[int], run: Runner = run_argv, nvidia_smi: str = "
         if rc != 0:
             raise MeasurementError("nvidia-smi", f"query failed (exit {rc}): {out.strip()[:200]}")
         rows = parse_query_csv(out, fields)
-        missing = [r for r, f in chosen.items() if rows and all(row.get(f) is None for row in rows)
-                   and choice[r] + 1 < len(ROLES[r])]
+        missing = [
+            r
+            for r, f in chosen.items()
+            if rows and all(row.get(f) is None for row in rows) and choice[r] + 1 < len(ROLES[r])
+        ]
         if not missing:
             break
         for r in missing:
@@ -386,8 +446,9 @@ class SmiStream:
             if ts is not None:
                 offset = ts.timestamp() - t
                 if self.offset_s is not None and abs(offset - self.offset_s) > self.clock_step_s:
-                    events.append({"event": "nvidia_smi_clock_step", "t_s": t,
-                                   "step_s": round(offset - self.offset_s, 3)})
+                    events.append(
+                        {"event": "nvidia_smi_clock_step", "t_s": t, "step_s": round(offset - self.offset_s, 3)}
+                    )
                 self.offset_s = offset
             samples.append((t, row))
         return samples, events
@@ -411,7 +472,7 @@ def parse_q(text: str) -> dict:
     lines = text.splitlines()
     for i, ln in enumerate(lines):
         if "NVSMI LOG" in ln:
-            lines = lines[i + 1:]
+            lines = lines[i + 1 :]
             break
     root: dict = {}
     stack: list[tuple[int, dict]] = [(-1, root)]
@@ -461,10 +522,15 @@ def q_gpus(tree: dict) -> dict[str, dict]:
 def q_power(gpu: dict) -> dict[str, float | None]:
     """Power readings of one ``-q`` GPU section, W (None when missing)."""
     pr = gpu.get("GPU Power Readings") or gpu.get("Power Readings") or {}
-    keys = {"average_w": "Average Power Draw", "instant_w": "Instantaneous Power Draw",
-            "limit_w": "Current Power Limit", "requested_limit_w": "Requested Power Limit",
-            "default_limit_w": "Default Power Limit", "min_limit_w": "Min Power Limit",
-            "max_limit_w": "Max Power Limit"}
+    keys = {
+        "average_w": "Average Power Draw",
+        "instant_w": "Instantaneous Power Draw",
+        "limit_w": "Current Power Limit",
+        "requested_limit_w": "Requested Power Limit",
+        "default_limit_w": "Default Power Limit",
+        "min_limit_w": "Min Power Limit",
+        "max_limit_w": "Max Power Limit",
+    }
     out = {}
     for k, label in keys.items():
         q = quantity(pr.get(label))
@@ -474,10 +540,12 @@ def q_power(gpu: dict) -> dict[str, float | None]:
 
 _TABLE_HDR_RE = re.compile(r"NVIDIA-SMI (?P<smi>\S+)\s+Driver Version: (?P<driver>\S+)\s+CUDA Version: (?P<cuda>\S+)")
 _TABLE_ROW1_RE = re.compile(
-    r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off)\s+\|\s+(?P<bus_id>[0-9A-Fa-f:.]+)\s+(?P<disp>\S+)\s+\|\s*(?P<ecc>\S+)\s*\|$")
+    r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off)\s+\|\s+(?P<bus_id>[0-9A-Fa-f:.]+)\s+(?P<disp>\S+)\s+\|\s*(?P<ecc>\S+)\s*\|$"
+)
 _TABLE_ROW2_RE = re.compile(
     r"^\|\s+(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s+\|"
-    r"\s+(?P<mem_used>\d+)MiB\s*/\s*(?P<mem_total>\d+)MiB\s+\|\s+(?P<util>\S+)\s+(?P<compute>\S+)\s+\|$")
+    r"\s+(?P<mem_used>\d+)MiB\s*/\s*(?P<mem_total>\d+)MiB\s+\|\s+(?P<util>\S+)\s+(?P<compute>\S+)\s+\|$"
+)
 _TABLE_ROW3_RE = re.compile(r"^\|\s+\|\s+\|\s+(?P<mig>\S+)\s+\|$")
 
 
@@ -494,8 +562,7 @@ def parse_table(text: str) -> dict:
     gpus: [{index, name, persistence, bus_id, fan, temperature_c, pstate, power_w,
     power_cap_w, memory_used_mib, memory_total_mib, utilization_pct, compute_mode,
     mig_mode}], processes_found: bool}."""
-    out: dict = {"smi_version": None, "driver_version": None, "cuda_version": None, "gpus": [],
-                 "processes_found": None}
+    out: dict = {"smi_version": None, "driver_version": None, "cuda_version": None, "gpus": [], "processes_found": None}
     gpu: dict | None = None
     for ln in text.splitlines():
         if "NVSMI LOG" in ln:
@@ -506,17 +573,27 @@ def parse_table(text: str) -> dict:
             continue
         m = _TABLE_ROW1_RE.match(ln.rstrip())
         if m:
-            gpu = {"index": int(m.group("index")), "name": m.group("name").strip(),
-                   "persistence": m.group("persistence"), "bus_id": m.group("bus_id")}
+            gpu = {
+                "index": int(m.group("index")),
+                "name": m.group("name").strip(),
+                "persistence": m.group("persistence"),
+                "bus_id": m.group("bus_id"),
+            }
             out["gpus"].append(gpu)
             continue
         m = _TABLE_ROW2_RE.match(ln.rstrip())
         if m and gpu is not None:
-            gpu.update(fan=None if m.group("fan") in MISSING else m.group("fan"),
-                       temperature_c=_num(m.group("temp"), "C"), pstate=m.group("perf"),
-                       power_w=_num(m.group("power"), "W"), power_cap_w=_num(m.group("cap"), "W"),
-                       memory_used_mib=int(m.group("mem_used")), memory_total_mib=int(m.group("mem_total")),
-                       utilization_pct=_num(m.group("util"), "%"), compute_mode=m.group("compute"))
+            gpu.update(
+                fan=None if m.group("fan") in MISSING else m.group("fan"),
+                temperature_c=_num(m.group("temp"), "C"),
+                pstate=m.group("perf"),
+                power_w=_num(m.group("power"), "W"),
+                power_cap_w=_num(m.group("cap"), "W"),
+                memory_used_mib=int(m.group("mem_used")),
+                memory_total_mib=int(m.group("mem_total")),
+                utilization_pct=_num(m.group("util"), "%"),
+                compute_mode=m.group("compute"),
+            )
             continue
         m = _TABLE_ROW3_RE.match(ln.rstrip())
         if m and gpu is not None and "mig_mode" not in gpu:

@@ -44,10 +44,11 @@ imported inside the tasks.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from gcbench.config import default_runner
 from gcbench.plan.expand import variants
@@ -63,6 +64,7 @@ from gcbench.plan.identifiers import (
 )
 from gcbench.plan.schedule import START_DATE
 from gcbench.plan.schema import Plan
+
 
 def plan_pools(plan: Plan) -> list[str]:
     """Every pool the plan's trial tasks use: one per single GPU (1 slot each).
@@ -145,7 +147,6 @@ def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-
 def dag_params(plan: Plan) -> dict[str, Any]:
     """The trigger form (and what a REST API ``conf`` is validated against): repetitions,
     variants, runner. Schemas from :func:`gcbench.plan.params.param_schemas`; whatever
@@ -156,12 +157,21 @@ def dag_params(plan: Plan) -> dict[str, Any]:
 
     schemas = param_schemas(plan)
     return {
-        "repetitions": Param(None, **schemas["repetitions"], title="Repetitions",
-                             description=f"Repetitions per variant; empty: the plan's ({plan.repetitions})."),
-        "variants": Param([], **schemas["variants"], title="Variants",
-                          description="Run only these variants; empty: all of them."),
-        "runner": Param(default_runner(plan.runner), **schemas["runner"], title="Runner",
-                        description="local: a subprocess per trial; docker: a container per trial (DockerOperator)."),
+        "repetitions": Param(
+            None,
+            **schemas["repetitions"],
+            title="Repetitions",
+            description=f"Repetitions per variant; empty: the plan's ({plan.repetitions}).",
+        ),
+        "variants": Param(
+            [], **schemas["variants"], title="Variants", description="Run only these variants; empty: all of them."
+        ),
+        "runner": Param(
+            default_runner(plan.runner),
+            **schemas["runner"],
+            title="Runner",
+            description="local: a subprocess per trial; docker: a container per trial (DockerOperator).",
+        ),
     }
 
 
@@ -174,15 +184,18 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         retries: retries of infrastructure failures (engine or database unreachable),
             with exponential backoff; ``gcbench run`` uses 0 to fail fast.
     """
-    from airflow.sdk import DAG, get_current_context, task
-
     import pendulum
+    from airflow.sdk import DAG, get_current_context, task
 
     tokenizers = external_tokenizers(plan)
     sets = device_sets(plan)
     per_host = host_device_sets(plan) if plan.hosts else {None: sets}
-    doc = (f"GC-Bench plan **{plan.name}**" + (f" from `{plan_path}`" if plan_path else "") + f".\n\n{plan.description}\n\n"
-           f"Variants: {', '.join(variants(plan))}.")
+    doc = (
+        f"GC-Bench plan **{plan.name}**"
+        + (f" from `{plan_path}`" if plan_path else "")
+        + f".\n\n{plan.description}\n\n"
+        f"Variants: {', '.join(variants(plan))}."
+    )
     default_args = {
         "retries": retries,
         "retry_delay": timedelta(seconds=30),
@@ -222,11 +235,13 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             run = run_params_from_conf(plan, params)  # the trigger's checks again: one line, whatever got here
             specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
             with db.connection() as conn:
-                pk = ingest.register_run(conn, plan, plan.dag_id, run_id,
-                                         logical_date.isoformat() if logical_date else None, dict(params))
+                pk = ingest.register_run(
+                    conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None, dict(params)
+                )
                 ingest.reset_run_outcome(conn, pk)
-                stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id,
-                                              logical_date.isoformat() if logical_date else None)
+                stored = ingest.stored_trials(
+                    conn, plan.name, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None
+                )
             out: list[dict[str, Any]] = []
             todo = [spec for spec in specs if stored.get(spec.trial_id) != "ok"]
             skipped = len(specs) - len(todo)
@@ -234,16 +249,24 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
                 outdir = config.run_dir(plan.name, run_id) / spec.trial_id
                 spec_path = write_spec(spec, outdir)
-                item: dict[str, Any] = {"trial_id": spec.trial_id, "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
-                        "spec_path": str(spec_path), "outdir": str(outdir), "devices": devices, "host": host}
+                item: dict[str, Any] = {
+                    "trial_id": spec.trial_id,
+                    "label": trial_label(spec.variant, spec.repetition, spec.trial_id),
+                    "spec_path": str(spec_path),
+                    "outdir": str(outdir),
+                    "devices": devices,
+                    "host": host,
+                }
                 if host is not None:  # the host's worker has not this machine's files
                     item["spec"] = spec.model_dump(mode="json")
                 out.append(item)
             print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
             if specs and not out:  # a re-run or backfill of a date that has everything: green, and says so
                 when = f" for logical date {logical_date.isoformat()}" if logical_date else ""
-                note = (f"Nothing to run: all {len(specs)} trials of this run were already stored{when}; "
-                        "this run ran and stored no trial.")
+                note = (
+                    f"Nothing to run: all {len(specs)} trials of this run were already stored{when}; "
+                    "this run ran and stored no trial."
+                )
                 with db.connection() as conn:
                     ingest.add_run_note(conn, pk, note)
                 print(note)
@@ -290,12 +313,20 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                         code = None
                         try:
                             with local.interruptible(), trial_time_limit(plan.trial_timeout_s + DOCKER_GRACE_S):
-                                code = run_docker(spec, plan.image, Path(trial["outdir"]), ctx,
-                                                  timeout_s=plan.trial_timeout_s)
+                                code = run_docker(
+                                    spec, plan.image, Path(trial["outdir"]), ctx, timeout_s=plan.trial_timeout_s
+                                )
                         except KeyboardInterrupt:  # gcbench run got Ctrl-C: the container is removed
                             interrupted = local.stop_requested() or "interrupted"
-                        RunnerOutcome(spec.trial_id, code, time.monotonic() - started, False, trial["outdir"],
-                                      interrupted=interrupted, gpu_wait_s=lease.wait_s).save()
+                        RunnerOutcome(
+                            spec.trial_id,
+                            code,
+                            time.monotonic() - started,
+                            False,
+                            trial["outdir"],
+                            interrupted=interrupted,
+                            gpu_wait_s=lease.wait_s,
+                        ).save()
                     else:
                         outcome = run_local(spec, Path(trial["outdir"]), plan.trial_timeout_s, gpu_wait_s=lease.wait_s)
                         code, interrupted = outcome.exit_code, outcome.interrupted
@@ -435,7 +466,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
 
             ctx = get_current_context()
             ti, run_id = ctx["ti"], ctx["run_id"]
-            states = (ti.get_task_states(dag_id=plan.dag_id, task_ids=essential_ids, run_ids=[run_id]) or {})
+            states = ti.get_task_states(dag_id=plan.dag_id, task_ids=essential_ids, run_ids=[run_id]) or {}
             states = {t: str(st) for t, st in states.get(run_id, {}).items()}
             errors = {t: ti.xcom_pull(task_ids=t, key=ERROR_XCOM) for t in essential_ids if states.get(t) == "failed"}
             summaries = [s for s in (ti.xcom_pull(task_ids=c) for c in collect_ids) if isinstance(s, dict)]
@@ -446,8 +477,10 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             if not total["trials"]:
                 print("nothing to run: every trial of this run was already stored (see expand_trials)")
             else:
-                print(f"trials: {total['trials']} ran, {total['stored'] + total['unchanged']} stored, "
-                      f"{total['failed']} failed")
+                print(
+                    f"trials: {total['trials']} ran, {total['stored'] + total['unchanged']} stored, "
+                    f"{total['failed']} failed"
+                )
             return total
 
         validated = validate()
@@ -516,8 +549,9 @@ def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
     return None, f"{why}; the plan has no trial {item.get('trial_id')!r}"
 
 
-def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any], summaries: list[dict[str, Any]],
-                stop: str | None) -> tuple[list[str], dict[str, int]]:
+def run_verdict(
+    steps: list[str], states: dict[str, str], errors: dict[str, Any], summaries: list[dict[str, Any]], stop: str | None
+) -> tuple[list[str], dict[str, int]]:
     """Why a DAG run must fail (``check_trials``), from what its steps did.
 
     Args:
@@ -537,9 +571,10 @@ def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any]
         from the summaries' ``failures``); specs unreadable; trials to run but none
         stored.
     """
-    total = {k: sum(int(s.get(k, 0) or 0) for s in summaries)
-             for k in ("trials", "stored", "unchanged", "failed", "not_run", "not_started", "interrupted",
-                       "spec_unreadable")}
+    total = {
+        k: sum(int(s.get(k, 0) or 0) for s in summaries)
+        for k in ("trials", "stored", "unchanged", "failed", "not_run", "not_started", "interrupted", "spec_unreadable")
+    }
     reasons: list[str] = []
     if stop:
         reasons.append(f"interrupted by {stop}; {total['not_started']} trial(s) not started")
@@ -553,8 +588,10 @@ def run_verdict(steps: list[str], states: dict[str, str], errors: dict[str, Any]
     if failures:
         reasons.append(f"{len(failures)} trial(s) failed: " + "; ".join(failures))
     if total["spec_unreadable"]:
-        reasons.append(f"{total['spec_unreadable']} trial(s) could not be stored: their spec.json is unreadable "
-                       "and the plan has no such trial (see the collect task log)")
+        reasons.append(
+            f"{total['spec_unreadable']} trial(s) could not be stored: their spec.json is unreadable "
+            "and the plan has no such trial (see the collect task log)"
+        )
     if total["trials"] and not (total["stored"] + total["unchanged"]):
         reasons.append(f"none of the {total['trials']} trial(s) to run was stored")
     return reasons, total
@@ -600,8 +637,9 @@ def trial_time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - started), 0.001))
 
 
-def record_interruption(plan: Plan, run_id: str, params: dict[str, Any],
-                        reason: str) -> tuple[str, int, int | None, bool]:
+def record_interruption(
+    plan: Plan, run_id: str, params: dict[str, Any], reason: str
+) -> tuple[str, int, int | None, bool]:
     """Store that a run was interrupted (``dag_runs.interrupted_at`` and a note for the report).
 
     Returns:
@@ -612,9 +650,8 @@ def record_interruption(plan: Plan, run_id: str, params: dict[str, Any],
     """
     from gcbench.errors import PlanError
     from gcbench.plan.expand import expand
-    from gcbench.store import db, ingest, queries
-
     from gcbench.plan.params import run_params_from_conf
+    from gcbench.store import db, ingest, queries
 
     try:
         run = run_params_from_conf(plan, params)
@@ -634,8 +671,10 @@ def record_interruption(plan: Plan, run_id: str, params: dict[str, Any],
         if total is None:
             note = f"Interrupted by {reason} after {done} trials."
         else:
-            note = (f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
-                    f"{total - done} missing ones.")
+            note = (
+                f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
+                f"{total - done} missing ones."
+            )
         recorded = ingest.add_run_note(conn, pk, note, interrupted=True)
     return note, done, total, recorded
 
@@ -661,17 +700,32 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
 
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
-    summary: dict[str, Any] = {"trials": 0, "stored": 0, "unchanged": 0, "refused": 0, "failed": 0, "not_run": 0,
-                               "samples": 0, "samples_dropped": 0, "fields_nulled": 0, "text_repaired": 0,
-                               "spec_unreadable": 0, "not_started": 0, "interrupted": 0}
+    summary: dict[str, Any] = {
+        "trials": 0,
+        "stored": 0,
+        "unchanged": 0,
+        "refused": 0,
+        "failed": 0,
+        "not_run": 0,
+        "samples": 0,
+        "samples_dropped": 0,
+        "fields_nulled": 0,
+        "text_repaired": 0,
+        "spec_unreadable": 0,
+        "not_started": 0,
+        "interrupted": 0,
+    }
     with db.connection() as conn:
         pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
             outdir = Path(item["outdir"])
             exit_code = ingest.runner_exit_code(outdir)
             interrupted = ingest.runner_interrupted(outdir)
-            started = exit_code is not None or interrupted is not None or any(
-                (outdir / name).exists() for name in ("result.json", "trial.log", "runner.log"))
+            started = (
+                exit_code is not None
+                or interrupted is not None
+                or any((outdir / name).exists() for name in ("result.json", "trial.log", "runner.log"))
+            )
             if not started and local.stop_requested():
                 summary["not_started"] += 1  # never started because the run was stopped: missing, not failed
                 continue
@@ -680,13 +734,22 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             if never_ran:
                 summary["not_run"] += 1  # no runner outcome, no result: the trial never started
             spec, why = _item_spec(plan, ctx, item)
-            if spec is None:  # no trial row can be made without its spec: counted (check_trials fails), the others stored
+            if (
+                spec is None
+            ):  # no trial row can be made without its spec: counted (check_trials fails), the others stored
                 summary["refused"] += 1
                 summary["spec_unreadable"] += 1
                 print(f"trial {item.get('trial_id')}: refused: {why}")
                 continue
-            outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=exit_code,
-                                           carbon=plan.carbon.model_dump(mode="json"), interrupted=interrupted)
+            outcome = ingest.collect_trial(
+                conn,
+                pk,
+                spec,
+                outdir,
+                exit_code=exit_code,
+                carbon=plan.carbon.model_dump(mode="json"),
+                interrupted=interrupted,
+            )
             summary[outcome.action] += 1
             summary["samples"] += outcome.samples
             for key in ("samples_dropped", "fields_nulled", "text_repaired"):
@@ -695,8 +758,9 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             if outcome.status == "failed":
                 summary["failed"] += 1
             if outcome.status == "failed" and not never_ran and not interrupted:  # counted in not_run / interrupted
-                summary.setdefault("failures", []).append(f"{outcome.trial_id} ({spec.variant} #{spec.repetition}): "
-                                                          f"{outcome.reason}")
+                summary.setdefault("failures", []).append(
+                    f"{outcome.trial_id} ({spec.variant} #{spec.repetition}): {outcome.reason}"
+                )
             if outcome.action == "refused" or outcome.status != "ok":
                 print(f"trial {outcome.trial_id}: {outcome.action} {outcome.status}: {outcome.reason}")
             for note in outcome.notes:

@@ -79,9 +79,16 @@ def needs_native_tokenizer(spec: TrialSpec) -> bool:
     return isinstance(path, str) and path.startswith("external-")
 
 
-def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, docker_url: str | None = None,
-                          timeout_s: float = 3600, home: Path | None = None,
-                          native_dir: Path | None = None) -> dict[str, Any]:
+def trial_operator_kwargs(
+    spec: TrialSpec,
+    image: str,
+    host_outdir: Path,
+    *,
+    docker_url: str | None = None,
+    timeout_s: float = 3600,
+    home: Path | None = None,
+    native_dir: Path | None = None,
+) -> dict[str, Any]:
     """Keyword arguments of the DockerOperator that runs one trial.
 
     Args:
@@ -116,8 +123,12 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
             native_dir = native_root()
         mounts += [
             Mount(target=f"{CONTAINER_HOME}/tools", source=str(Path(home) / "tools"), type="bind", read_only=True),
-            Mount(target=f"{CONTAINER_PROJECT}/native", source=str(Path(native_dir).resolve()), type="bind",
-                  read_only=True),
+            Mount(
+                target=f"{CONTAINER_PROJECT}/native",
+                source=str(Path(native_dir).resolve()),
+                type="bind",
+                read_only=True,
+            ),
         ]
     environment = {
         "PYTHONUNBUFFERED": "1",
@@ -144,15 +155,19 @@ def trial_operator_kwargs(spec: TrialSpec, image: str, host_outdir: Path, *, doc
         "xcom_all": True,  # execute() returns every log line: kept as runner.log
         "tty": False,
         "shm_size": 2 * 1024**3,  # PyTorch data loaders and NCCL use /dev/shm; Docker's default is 64 MB
-        "labels": {"gcbench.plan": spec.plan, "gcbench.trial_id": spec.trial_id,
-                   "gcbench.timeout_s": str(int(timeout_s))},
+        "labels": {
+            "gcbench.plan": spec.plan,
+            "gcbench.trial_id": spec.trial_id,
+            "gcbench.timeout_s": str(int(timeout_s)),
+        },
         "container_name": f"gcbench-{spec.plan}-{spec.trial_id}",
     }
     data_dir = os.environ.get("GCBENCH_DATA_DIR")
     if data_dir:
         # data sets (CIFAR-10) from the host, read-only: trial containers have no network
-        kwargs["mounts"].append(Mount(target=CONTAINER_DATA_DIR, source=str(Path(data_dir).resolve()), type="bind",
-                                      read_only=True))
+        kwargs["mounts"].append(
+            Mount(target=CONTAINER_DATA_DIR, source=str(Path(data_dir).resolve()), type="bind", read_only=True)
+        )
         kwargs["environment"]["GCBENCH_DATA_DIR"] = CONTAINER_DATA_DIR
     if spec.devices and engine_has_gpus():
         kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
@@ -170,8 +185,9 @@ def _write_log(outdir: Path, lines: Any) -> None:
         return
     if isinstance(lines, (str, bytes)):
         lines = [lines]
-    text = "".join((line.decode(errors="replace") if isinstance(line, bytes) else str(line)).rstrip("\n") + "\n"
-                   for line in lines)
+    text = "".join(
+        (line.decode(errors="replace") if isinstance(line, bytes) else str(line)).rstrip("\n") + "\n" for line in lines
+    )
     with open(outdir / "runner.log", "a", encoding="utf-8") as f:
         f.write(text)
 
@@ -191,8 +207,9 @@ def _remove(op: Any) -> None:
         op.log.warning("could not remove trial container %s: %s", container["Id"][:12], exc)
 
 
-def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: Context, *, timeout_s: float,
-               docker_url: str | None = None) -> int:
+def run_docker(
+    spec: TrialSpec, image: str, host_outdir: Path, context: Context, *, timeout_s: float, docker_url: str | None = None
+) -> int:
     """Run a trial container through a DockerOperator inside the current task.
 
     The container's output goes to the task log and to ``OUTDIR/runner.log`` (read by
@@ -214,8 +231,10 @@ def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: Context,
     from airflow.providers.docker.exceptions import DockerContainerFailedException
     from airflow.providers.docker.operators.docker import DockerOperator
 
-    op = DockerOperator(task_id=f"trial_{spec.trial_id}",
-                        **trial_operator_kwargs(spec, image, host_outdir, timeout_s=timeout_s, docker_url=docker_url))
+    op = DockerOperator(
+        task_id=f"trial_{spec.trial_id}",
+        **trial_operator_kwargs(spec, image, host_outdir, timeout_s=timeout_s, docker_url=docker_url),
+    )
     Path(host_outdir).mkdir(parents=True, exist_ok=True)
     (Path(op.mounts[1]["Source"])).mkdir(parents=True, exist_ok=True)  # the shared cache
     killed = threading.Event()
@@ -244,8 +263,9 @@ def run_docker(spec: TrialSpec, image: str, host_outdir: Path, context: Context,
     except BaseException as exc:
         _remove(op)  # timeout, interrupt, or the engine failing mid-run: leave no container behind
         if killed.is_set():
-            raise TrialContainerKilled(spec.trial_id, "the task was told to stop; the trial container was "
-                                       "removed") from exc
+            raise TrialContainerKilled(
+                spec.trial_id, "the task was told to stop; the trial container was removed"
+            ) from exc
         raise
     finally:
         if in_main_thread:

@@ -22,10 +22,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 from gcbench.spec import TrialSpec
 
@@ -222,8 +222,9 @@ def _stop(proc: subprocess.Popen) -> None:
             time.sleep(0.05)
 
 
-def run_local(spec: TrialSpec, outdir: Path, timeout_s: float, python: str | None = None,
-              gpu_wait_s: float = 0.0) -> RunnerOutcome:
+def run_local(
+    spec: TrialSpec, outdir: Path, timeout_s: float, python: str | None = None, gpu_wait_s: float = 0.0
+) -> RunnerOutcome:
     """Run one trial as a subprocess and wait for it.
 
     stdout and stderr go to ``OUTDIR/runner.log``; ``OUTDIR/runner.json`` records
@@ -250,9 +251,15 @@ def run_local(spec: TrialSpec, outdir: Path, timeout_s: float, python: str | Non
     timed_out = False
     interrupted = None
     with open(outdir / "runner.log", "ab") as log:
-        proc = subprocess.Popen(trial_argv(str(spec_path), str(outdir), python), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=trial_env(spec), start_new_session=True,
-                                preexec_fn=die_with_parent())
+        proc = subprocess.Popen(
+            trial_argv(str(spec_path), str(outdir), python),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=trial_env(spec),
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         try:
             while True:
                 left = started + timeout_s - time.monotonic()
@@ -270,10 +277,24 @@ def run_local(spec: TrialSpec, outdir: Path, timeout_s: float, python: str | Non
                         break
         except BaseException:
             _stop(proc)  # the Airflow task was killed: take the trial down with it
-            RunnerOutcome(spec.trial_id, proc.returncode, time.monotonic() - started, False, str(outdir),
-                          interrupted="the runner was stopped", gpu_wait_s=gpu_wait_s).save()
+            RunnerOutcome(
+                spec.trial_id,
+                proc.returncode,
+                time.monotonic() - started,
+                False,
+                str(outdir),
+                interrupted="the runner was stopped",
+                gpu_wait_s=gpu_wait_s,
+            ).save()
             raise
-    outcome = RunnerOutcome(spec.trial_id, proc.returncode, time.monotonic() - started, timed_out, str(outdir),
-                            interrupted=interrupted, gpu_wait_s=gpu_wait_s)
+    outcome = RunnerOutcome(
+        spec.trial_id,
+        proc.returncode,
+        time.monotonic() - started,
+        timed_out,
+        str(outdir),
+        interrupted=interrupted,
+        gpu_wait_s=gpu_wait_s,
+    )
     outcome.save()
     return outcome

@@ -52,8 +52,14 @@ def error_dag(path: Path, error: Exception, dag_id: str | None = None):
     else:
         failure = PlanError(str(path), None, "", f"its DAG could not be built: {type(error).__name__}: {error}")
         details = "".join(traceback.format_exception(error)).strip()
-    with DAG(dag_id=dag_id, schedule=None, tags=["gcbench", "plan-error"], auto_register=False,
-             doc_md=f"**This plan does not load.**\n\n```\n{details}\n```", description=f"plan error: {failure}"[:200]) as dag:
+    with DAG(
+        dag_id=dag_id,
+        schedule=None,
+        tags=["gcbench", "plan-error"],
+        auto_register=False,
+        doc_md=f"**This plan does not load.**\n\n```\n{details}\n```",
+        description=f"plan error: {failure}"[:200],
+    ) as dag:
 
         @task(retries=0)
         def plan_error() -> None:

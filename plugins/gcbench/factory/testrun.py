@@ -66,14 +66,19 @@ def prepare_airflow(plan_path: Path, plan_name: str) -> Path:
     for old in dags.glob("*.py"):
         old.unlink()
     (dags / f"gcbench_run_{plan_name.replace('-', '_')}.py").write_text(
-        DAG_FILE_TEMPLATE.format(path=str(plan_path.resolve())), encoding="utf-8")
+        DAG_FILE_TEMPLATE.format(path=str(plan_path.resolve())), encoding="utf-8"
+    )
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
     marker = home / ".gcbench-migrated"
     if not marker.exists():
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         marker.write_text("ok")
     return dags
 
@@ -85,8 +90,9 @@ def ensure_pools(dag) -> None:
     for task in dag.tasks:
         pool = getattr(task, "pool", None)
         if pool and pool.startswith("gcbench_"):
-            Pool.create_or_update_pool(pool, slots=1, description="GC-Bench: one trial per GPU at a time",
-                                       include_deferred=False)
+            Pool.create_or_update_pool(
+                pool, slots=1, description="GC-Bench: one trial per GPU at a time", include_deferred=False
+            )
 
 
 def trial_counts(dag_id: str, run_id: str) -> dict[str, Any]:
@@ -98,8 +104,11 @@ def trial_counts(dag_id: str, run_id: str) -> dict[str, Any]:
     counts: dict[str, Any] = {"ok": 0, "valid": 0, "invalid": 0, "failed": 0, "skipped": 0}
     try:
         with db.connection() as conn, conn.cursor() as cur:
-            cur.execute("SELECT t.status, t.valid, count(*) FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
-                        "WHERE r.dag_id = %s AND r.run_id = %s GROUP BY 1, 2", (dag_id, run_id))
+            cur.execute(
+                "SELECT t.status, t.valid, count(*) FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
+                "WHERE r.dag_id = %s AND r.run_id = %s GROUP BY 1, 2",
+                (dag_id, run_id),
+            )
             for status, valid, n in cur.fetchall():
                 counts[status] = counts.get(status, 0) + n
                 if status == "ok":
@@ -133,8 +142,15 @@ def interrupted_run(plan_name: str, conf: dict) -> dict | None:
     return record
 
 
-def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
-        variants: list[str] | None = None, logical_date: str | None = None, run_after: str | None = None) -> int:
+def run(
+    plan_path: Path,
+    status_path: Path,
+    runner: str | None,
+    repetitions: int | None,
+    variants: list[str] | None = None,
+    logical_date: str | None = None,
+    run_after: str | None = None,
+) -> int:
     """Run the plan's DAG once with dag.test(); write the outcome to ``status_path``.
 
     ``logical_date`` (ISO 8601, a time zone required) sets the run's logical date;
@@ -151,8 +167,15 @@ def run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int
         db.stop_embedded()
 
 
-def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: int | None,
-         variants: list[str] | None, logical_date: str | None, run_after: str | None) -> int:
+def _run(
+    plan_path: Path,
+    status_path: Path,
+    runner: str | None,
+    repetitions: int | None,
+    variants: list[str] | None,
+    logical_date: str | None,
+    run_after: str | None,
+) -> int:
     import re
 
     from gcbench.factory import local
@@ -168,9 +191,19 @@ def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: in
     ensure_pools(dag)
     conf = {"runner": runner or plan.runner, "repetitions": repetitions, "variants": variants or []}
     if local.stop_requested():  # before any task: nothing ran, nothing to store
-        status_path.write_text(json.dumps({"dag_id": dag.dag_id, "run_id": None, "state": "failed", "tasks": {},
-                                           "report": None, "interrupted": {"reason": local.stop_requested(),
-                                                                           "done": 0, "total": None}}, indent=2))
+        status_path.write_text(
+            json.dumps(
+                {
+                    "dag_id": dag.dag_id,
+                    "run_id": None,
+                    "state": "failed",
+                    "tasks": {},
+                    "report": None,
+                    "interrupted": {"reason": local.stop_requested(), "done": 0, "total": None},
+                },
+                indent=2,
+            )
+        )
         return EXIT_INTERRUPTED
     import pendulum
 
@@ -181,20 +214,26 @@ def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: in
             kwargs["run_after"] = pendulum.parse(run_after)
     dag_run = dag.test(run_conf=conf, **kwargs)
     states = {}
-    from airflow.utils.session import create_session
     from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
 
     with create_session() as session:
-        for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == dag.dag_id,
-                                                     TaskInstance.run_id == dag_run.run_id):
+        for ti in session.query(TaskInstance).filter(
+            TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == dag_run.run_id
+        ):
             key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
             states[key] = str(ti.state)
     from gcbench import config
 
     report = config.reports_dir() / plan.name / config.run_key(dag_run.run_id) / "report.html"
-    status = {"dag_id": dag.dag_id, "run_id": dag_run.run_id, "state": str(dag_run.state),
-              "tasks": states, "report": str(report) if report.exists() else None,
-              "run_dir": str(config.run_dir(plan.name, dag_run.run_id))}
+    status = {
+        "dag_id": dag.dag_id,
+        "run_id": dag_run.run_id,
+        "state": str(dag_run.state),
+        "tasks": states,
+        "report": str(report) if report.exists() else None,
+        "run_dir": str(config.run_dir(plan.name, dag_run.run_id)),
+    }
     status["trials"] = trial_counts(plan.dag_id, dag_run.run_id)
     code = 0 if str(dag_run.state) == "success" else 1
     resume = resume_file(plan.name)
@@ -204,9 +243,18 @@ def _run(plan_path: Path, status_path: Path, runner: str | None, repetitions: in
         status["state"] = "failed"
         status["interrupted"] = _finish_interrupted(plan, dag_run, conf, reason, status)
         resume.parent.mkdir(parents=True, exist_ok=True)
-        resume.write_text(json.dumps({"run_id": dag_run.run_id, "logical_date": _iso(dag_run.logical_date),
-                                      "run_after": _iso(dag_run.run_after), "conf": conf,
-                                      **status["interrupted"]}, indent=2))
+        resume.write_text(
+            json.dumps(
+                {
+                    "run_id": dag_run.run_id,
+                    "logical_date": _iso(dag_run.logical_date),
+                    "run_after": _iso(dag_run.run_after),
+                    "conf": conf,
+                    **status["interrupted"],
+                },
+                indent=2,
+            )
+        )
     elif code == 0 and resume.exists():
         try:
             if json.loads(resume.read_text(encoding="utf-8")).get("run_id") == dag_run.run_id:
@@ -241,8 +289,7 @@ def _finish_interrupted(plan, dag_run, conf: dict, reason: str, status: dict) ->
     report = config.reports_dir() / plan.name / config.run_key(dag_run.run_id) / "report.html"
     if report.exists():
         status["report"] = str(report)
-    return {"reason": reason, "done": done, "total": total,
-            "missing": (total - done) if total is not None else None}
+    return {"reason": reason, "done": done, "total": total, "missing": (total - done) if total is not None else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logical-date")
     parser.add_argument("--run-after")
     args = parser.parse_args(argv)
-    return run(args.plan, args.status, args.runner, args.repetitions, args.variant, args.logical_date,
-               args.run_after)
+    return run(args.plan, args.status, args.runner, args.repetitions, args.variant, args.logical_date, args.run_after)
 
 
 if __name__ == "__main__":

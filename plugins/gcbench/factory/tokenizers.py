@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gcbench.tokenizer.build import IMPLS, is_built, write_provenance, tokenizer
+from gcbench.tokenizer.build import IMPLS, is_built, tokenizer, write_provenance
 from gcbench.tokenizer.errors import TokenizerBuildError
 
 CONTAINER_SRC = "/src"
@@ -40,7 +40,9 @@ def toolchain_image(impl: str) -> str:
     return f"gcbench/tokenizer-{impl}-toolchain:1"
 
 
-def toolchain_image_build_argv(impl: str, *, base_image: str | None = None, native_dir: Path | None = None) -> list[str]:
+def toolchain_image_build_argv(
+    impl: str, *, base_image: str | None = None, native_dir: Path | None = None
+) -> list[str]:
     """``docker build`` argv that makes :func:`toolchain_image` (run in the checkout).
 
     The context is ``native/`` (small; native/.dockerignore drops build outputs);
@@ -49,8 +51,18 @@ def toolchain_image_build_argv(impl: str, *, base_image: str | None = None, nati
     compiler).
     """
     tok = tokenizer(impl, native_dir)
-    argv = ["docker", "build", "--network", "host", "--target", "toolchain", "-t", toolchain_image(impl),
-            "-f", str(tok.dockerfile)]
+    argv = [
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "--target",
+        "toolchain",
+        "-t",
+        toolchain_image(impl),
+        "-f",
+        str(tok.dockerfile),
+    ]
     if base_image:
         argv += ["--build-arg", f"BASE_IMAGE={base_image}"]
     return argv + [str(tok.source_dir.parent)]
@@ -71,8 +83,14 @@ def container_build_command(impl: str, source_hash: str) -> list[str]:
     raise ValueError(f"unknown tokenizer implementation {impl!r}")
 
 
-def docker_build_kwargs(impl: str, cache_dir: Path, *, native_dir: Path | None = None,
-                        image: str | None = None, docker_url: str | None = None) -> dict[str, Any]:
+def docker_build_kwargs(
+    impl: str,
+    cache_dir: Path,
+    *,
+    native_dir: Path | None = None,
+    image: str | None = None,
+    docker_url: str | None = None,
+) -> dict[str, Any]:
     """Keyword arguments of the DockerOperator that compiles ``gcbench-tok-<impl>``.
 
     Args:
@@ -93,8 +111,15 @@ def docker_build_kwargs(impl: str, cache_dir: Path, *, native_dir: Path | None =
     tok = tokenizer(impl, native_dir)
     source_hash = tok.source_hash()
     stage = f"{CONTAINER_OUT}/.docker-build-{source_hash[:16]}"
-    env = {"HOME": "/tmp", "GOCACHE": "/tmp/gocache", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
-           "CARGO_HOME": "/tmp/cargo", "CARGO_TARGET_DIR": f"{stage}/cargo-target", "CARGO_NET_OFFLINE": "true"}
+    env = {
+        "HOME": "/tmp",
+        "GOCACHE": "/tmp/gocache",
+        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "0",
+        "CARGO_HOME": "/tmp/cargo",
+        "CARGO_TARGET_DIR": f"{stage}/cargo-target",
+        "CARGO_NET_OFFLINE": "true",
+    }
     return {
         "image": image or toolchain_image(impl),
         "command": container_build_command(impl, source_hash),
@@ -123,8 +148,15 @@ def docker_build_output(impl: str, cache_dir: Path, source_hash: str) -> Path:
     return stage / "cargo-target" / "release" / "gcbench-tok-rust"
 
 
-def build_in_docker(impl: str, cache_dir: Path, context: Any, *, native_dir: Path | None = None,
-                    image: str | None = None, docker_url: str | None = None) -> Path:
+def build_in_docker(
+    impl: str,
+    cache_dir: Path,
+    context: Any,
+    *,
+    native_dir: Path | None = None,
+    image: str | None = None,
+    docker_url: str | None = None,
+) -> Path:
     """Build ``gcbench-tok-<impl>`` in a container (inside the current Airflow task),
     or reuse the cached binary.
 
@@ -145,20 +177,23 @@ def build_in_docker(impl: str, cache_dir: Path, context: Any, *, native_dir: Pat
     kwargs = docker_build_kwargs(impl, cache_dir, native_dir=native_dir, image=image, docker_url=docker_url)
 
     import docker
-    from airflow.providers.docker.operators.docker import DockerOperator
-
     from airflow.exceptions import AirflowException
+    from airflow.providers.docker.operators.docker import DockerOperator
 
     try:
         docker.DockerClient(base_url=kwargs["docker_url"]).images.get(kwargs["image"])
     except docker.errors.ImageNotFound:
         cmd = " ".join(toolchain_image_build_argv(impl, native_dir=native_dir))
-        raise TokenizerBuildError(impl, tok.dockerfile, f"toolchain image {kwargs['image']} not found; make it with: {cmd}") from None
+        raise TokenizerBuildError(
+            impl, tok.dockerfile, f"toolchain image {kwargs['image']} not found; make it with: {cmd}"
+        ) from None
     op = DockerOperator(task_id=f"build_tokenizer_{impl}", **kwargs)
     try:
         op.execute(context)
     except AirflowException as exc:
-        raise TokenizerBuildError(impl, tok.source_dir, f"container build failed (compiler output above in the log): {exc}") from None
+        raise TokenizerBuildError(
+            impl, tok.source_dir, f"container build failed (compiler output above in the log): {exc}"
+        ) from None
     produced = docker_build_output(impl, cache_dir, source_hash)
     if not produced.is_file():
         raise TokenizerBuildError(impl, tok.source_dir, f"container exited 0 but {produced} does not exist")

@@ -4,4 +4,13 @@ from gcbench.plan.expand import combinations, expand, variant_label, variants
 from gcbench.plan.loader import load_plan, plan_from_text
 from gcbench.plan.schema import Plan, WorkloadEntry
 
-__all__ = ["Plan", "WorkloadEntry", "combinations", "expand", "load_plan", "plan_from_text", "variant_label", "variants"]
+__all__ = [
+    "Plan",
+    "WorkloadEntry",
+    "combinations",
+    "expand",
+    "load_plan",
+    "plan_from_text",
+    "variant_label",
+    "variants",
+]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from gcbench.errors import PlanError
 from gcbench.plan.schema import Plan, WorkloadEntry
@@ -77,8 +78,12 @@ def combinations(entry: WorkloadEntry) -> list[dict[str, Scalar]]:
         PlanError: the matrix has more than :data:`MAX_MATRIX_COMBINATIONS` combinations.
     """
     if matrix_size(entry) > MAX_MATRIX_COMBINATIONS:
-        raise PlanError("<plan>", None, f"{entry.name}.matrix",
-                        f"the matrix has {matrix_size(entry)} combinations, more than {MAX_MATRIX_COMBINATIONS}")
+        raise PlanError(
+            "<plan>",
+            None,
+            f"{entry.name}.matrix",
+            f"the matrix has {matrix_size(entry)} combinations, more than {MAX_MATRIX_COMBINATIONS}",
+        )
     keys = list(entry.matrix)
     combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*(entry.matrix[k] for k in keys))]
     return [c for c in combos if not any(all(c.get(k) == v for k, v in rule.items()) for rule in entry.exclude)]
@@ -153,22 +158,34 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
 
     for i, w in enumerate(plan.workloads):
         if matrix_size(w) > MAX_MATRIX_COMBINATIONS:
-            raise PlanError(source, lines.get(("workloads", i, "matrix"), lines.get(("workloads", i))),
-                            f"workloads[{i}].matrix", f"the matrix multiplies out to {matrix_size(w)} combinations, "
-                            f"more than {MAX_MATRIX_COMBINATIONS}: split it into several workloads or plans")
+            raise PlanError(
+                source,
+                lines.get(("workloads", i, "matrix"), lines.get(("workloads", i))),
+                f"workloads[{i}].matrix",
+                f"the matrix multiplies out to {matrix_size(w)} combinations, "
+                f"more than {MAX_MATRIX_COMBINATIONS}: split it into several workloads or plans",
+            )
         combos = combinations(w)
         if not combos:
             field = f"workloads[{i}].exclude" if w.exclude else f"workloads[{i}].matrix"
             line_key = ("workloads", i, "exclude" if w.exclude else "matrix")
-            raise PlanError(source, lines.get(line_key, lines.get(("workloads", i))), field,
-                            "the matrix is empty after exclude rules: no trial to run")
+            raise PlanError(
+                source,
+                lines.get(line_key, lines.get(("workloads", i))),
+                field,
+                "the matrix is empty after exclude rules: no trial to run",
+            )
         defaults = defaults_for(w.kind)
         if defaults is not None:
             for where, keys in (("settings", w.settings), ("matrix", w.matrix)):
                 for key in keys:
                     if key not in defaults and key != "gpus":
-                        raise PlanError(source, lines.get(("workloads", i, where, key)), f"workloads[{i}].{where}.{key}",
-                                        f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}")
+                        raise PlanError(
+                            source,
+                            lines.get(("workloads", i, where, key)),
+                            f"workloads[{i}].{where}.{key}",
+                            f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}",
+                        )
         checker = settings_checker(w.kind)
         for combo in combos:
             settings = {**w.settings, **combo}
@@ -176,20 +193,37 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
             if problem is not None:
                 key, message = problem
                 where = "matrix" if key in combo else "settings"
-                raise PlanError(source, lines.get(("workloads", i, where, key), lines.get(("workloads", i))),
-                                f"workloads[{i}].{where}.{key}", message)
+                raise PlanError(
+                    source,
+                    lines.get(("workloads", i, where, key), lines.get(("workloads", i))),
+                    f"workloads[{i}].{where}.{key}",
+                    message,
+                )
             gpus = settings.get("gpus", 1)
             if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-                raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus", f"gpus must be a positive integer, got {gpus!r}")
+                raise PlanError(
+                    source,
+                    lines.get(("workloads", i)),
+                    f"workloads[{i}].gpus",
+                    f"gpus must be a positive integer, got {gpus!r}",
+                )
             if gpus > max(1, len(plan.devices)):
-                raise PlanError(source, lines.get(("workloads", i)), f"workloads[{i}].gpus",
-                                f"needs {gpus} GPUs but the plan lists devices {plan.devices}")
+                raise PlanError(
+                    source,
+                    lines.get(("workloads", i)),
+                    f"workloads[{i}].gpus",
+                    f"needs {gpus} GPUs but the plan lists devices {plan.devices}",
+                )
     n = sum(len(combinations(w)) * (w.repetitions or plan.repetitions) for w in plan.workloads)
     limit = max_map_length()
     if n > limit:
-        raise PlanError(source, lines.get(("repetitions",)), "repetitions",
-                        f"the plan expands to {n} trials, more than Airflow's max_map_length "
-                        f"({limit}); split it into several plans or lower repetitions")
+        raise PlanError(
+            source,
+            lines.get(("repetitions",)),
+            "repetitions",
+            f"the plan expands to {n} trials, more than Airflow's max_map_length "
+            f"({limit}); split it into several plans or lower repetitions",
+        )
     from gcbench.plan.identifiers import check_airflow_identifiers
 
     check_airflow_identifiers(plan, lines, source)
@@ -246,9 +280,13 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
                 specs.append(spec.with_id())
     limit = max_map_length()
     if len(specs) > limit:
-        raise PlanError(plan.name, None, "params.repetitions" if repetitions else "repetitions",
-                        f"this run would have {len(specs)} trials, more than Airflow's max_map_length ({limit}); "
-                        "lower repetitions, pick fewer variants, or raise [core] max_map_length")
+        raise PlanError(
+            plan.name,
+            None,
+            "params.repetitions" if repetitions else "repetitions",
+            f"this run would have {len(specs)} trials, more than Airflow's max_map_length ({limit}); "
+            "lower repetitions, pick fewer variants, or raise [core] max_map_length",
+        )
     if plan.order == "randomized":
         random.Random(plan.seed).shuffle(specs)
     return [s.model_copy(update={"order": i}) for i, s in enumerate(specs)]

@@ -113,8 +113,11 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
     if not plan.hosts:
         for devices in device_sets(plan):
             key = device_key(devices)
-            out += [("task id", f"trials_{key}", ("devices",)), ("task id", f"run_trial_{key}", ("devices",)),
-                    ("pool", trial_pool(devices), ("devices",))]
+            out += [
+                ("task id", f"trials_{key}", ("devices",)),
+                ("task id", f"run_trial_{key}", ("devices",)),
+                ("pool", trial_pool(devices), ("devices",)),
+            ]
         return out
     for host, sets in host_device_sets(plan).items():
         field = ("hosts", host)
@@ -123,8 +126,11 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
             out.append(("task id", f"build_tokenizers_{host}", field))
         for devices in sets:
             key = device_key(devices)
-            out += [("task id", f"trials_{host}_{key}", field), ("task id", f"run_trial_{host}_{key}", field),
-                    ("pool", trial_pool(devices, host), field)]
+            out += [
+                ("task id", f"trials_{host}_{key}", field),
+                ("task id", f"run_trial_{host}_{key}", field),
+                ("pool", trial_pool(devices, host), field),
+            ]
     return out
 
 
@@ -155,8 +161,12 @@ def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str
         identifiers = airflow_identifiers(plan)
     except PlanError as exc:  # raised without the file: add it
         raise PlanError(source, line_of(("hosts",)), exc.field, exc.message) from None
-    limits = {"dag id": AIRFLOW_ID_MAX_CHARS, "task id": AIRFLOW_ID_MAX_CHARS, "pool": AIRFLOW_POOL_MAX_CHARS,
-              "queue": AIRFLOW_QUEUE_MAX_CHARS}
+    limits = {
+        "dag id": AIRFLOW_ID_MAX_CHARS,
+        "task id": AIRFLOW_ID_MAX_CHARS,
+        "pool": AIRFLOW_POOL_MAX_CHARS,
+        "queue": AIRFLOW_QUEUE_MAX_CHARS,
+    }
     seen: dict[tuple[str, str], tuple] = {}
     for kind, ident, field in identifiers:
         where = format_path(field)
@@ -165,17 +175,29 @@ def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str
             what = f"host name {value!r}" if value is not None else "this value"
             ascii_value = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode() if value else ""
             safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", ascii_value).strip("-")
-            raise PlanError(source, line_of(field), where,
-                            f"{what} becomes the Airflow {kind} {ident!r}, which may hold only ASCII letters, digits, "
-                            f"'_', '.' and '-'" + (f" (e.g. {safe!r})" if safe else ""))
+            raise PlanError(
+                source,
+                line_of(field),
+                where,
+                f"{what} becomes the Airflow {kind} {ident!r}, which may hold only ASCII letters, digits, "
+                f"'_', '.' and '-'" + (f" (e.g. {safe!r})" if safe else ""),
+            )
         if len(ident) > limits[kind]:
-            raise PlanError(source, line_of(field), where,
-                            f"becomes the Airflow {kind} {ident[:40]}... of {len(ident)} characters, more than "
-                            f"Airflow's {limits[kind]}")
+            raise PlanError(
+                source,
+                line_of(field),
+                where,
+                f"becomes the Airflow {kind} {ident[:40]}... of {len(ident)} characters, more than "
+                f"Airflow's {limits[kind]}",
+            )
         if (kind, ident) in seen and seen[(kind, ident)] != field and kind == "task id":
-            raise PlanError(source, line_of(field), where,
-                            f"becomes the Airflow task id {ident!r}, which {format_path(seen[(kind, ident)])} "
-                            "also makes: rename one of them")
+            raise PlanError(
+                source,
+                line_of(field),
+                where,
+                f"becomes the Airflow task id {ident!r}, which {format_path(seen[(kind, ident)])} "
+                "also makes: rename one of them",
+            )
         seen.setdefault((kind, ident), field)
 
 
@@ -191,7 +213,8 @@ def trial_label(variant: str, repetition: int, trial_id: str) -> str:
     if len(label) <= MAP_INDEX_LABEL_MAX_CHARS:
         return label
     tail = f"… #{repetition} ({trial_id})"
-    return variant[:MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
+    return variant[: MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
+
 
 def external_tokenizers(plan: Plan) -> list[str]:
     """Native tokenizers ("go", "rust") the plan's TinyLM paths need."""

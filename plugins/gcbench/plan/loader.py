@@ -85,16 +85,25 @@ for _tag, _pattern, _first in (
     ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
     ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
-    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-     "-+.0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
     ("merge", r"^(?:<<)$", "<"),
-    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+    (
+        "timestamp",
+        r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
                     |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
                      (?:[Tt]|[ \t]+)[0-9][0-9]?
                      :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
-                     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
+                     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""",
+        "0123456789",
+    ),
 ):
-    PlanLoader.add_implicit_resolver(_TAG + _tag, re.compile(_pattern, re.X if _tag == "timestamp" else 0), list(_first))
+    PlanLoader.add_implicit_resolver(
+        _TAG + _tag, re.compile(_pattern, re.X if _tag == "timestamp" else 0), list(_first)
+    )
 
 
 def _construct_int(loader: PlanLoader, node: yaml.ScalarNode) -> int:
@@ -107,8 +116,9 @@ def _construct_int(loader: PlanLoader, node: yaml.ScalarNode) -> int:
         if re.fullmatch(r"0x[0-9a-fA-F]+", text):
             return int(text[2:], 16)
     except ValueError:  # more digits than Python converts (4300)
-        raise yaml.constructor.ConstructorError(None, None, f"an integer of {len(text)} characters is too long",
-                                                node.start_mark) from None
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {len(text)} characters is too long", node.start_mark
+        ) from None
     raise yaml.constructor.ConstructorError(None, None, f"{text[:40]!r} is not a YAML 1.2 integer", node.start_mark)
 
 
@@ -124,6 +134,7 @@ def _construct_float(loader: PlanLoader, node: yaml.ScalarNode) -> float:
 
 PlanLoader.add_constructor(_TAG + "int", _construct_int)
 PlanLoader.add_constructor(_TAG + "float", _construct_float)
+
 
 def yaml11_reading(text: str) -> Any:
     """What YAML 1.1 (PyYAML's SafeLoader) would make of ``text`` written unquoted, when
@@ -151,8 +162,9 @@ def yaml11_hint(value: Any) -> str:
     if reading is None:
         return ""
     written = json.dumps(reading)
-    return (f"; YAML 1.1 would read {value} as {written}, but plans are read as YAML 1.2, where it is text: "
-            f"write {written}")
+    return (
+        f"; YAML 1.1 would read {value} as {written}, but plans are read as YAML 1.2, where it is text: write {written}"
+    )
 
 
 def _ambiguous_number(node: yaml.ScalarNode) -> str | None:
@@ -172,8 +184,10 @@ def _ambiguous_number(node: yaml.ScalarNode) -> str | None:
     else:
         as_11 = "text"
         write = f"write {as_12}"
-    return (f"{text} is ambiguous: YAML 1.1 reads it as {as_11}, YAML 1.2 as {as_12}; {write}, "
-            f"or quote it ('{text}') if it is text")
+    return (
+        f"{text} is ambiguous: YAML 1.1 reads it as {as_11}, YAML 1.2 as {as_12}; {write}, "
+        f"or quote it ('{text}') if it is text"
+    )
 
 
 def _merge_sources(node: yaml.Node, source: str, path: PathKey) -> list[yaml.MappingNode]:
@@ -181,8 +195,12 @@ def _merge_sources(node: yaml.Node, source: str, path: PathKey) -> list[yaml.Map
         return [node]
     if isinstance(node, yaml.SequenceNode) and all(isinstance(n, yaml.MappingNode) for n in node.value):
         return list(node.value)
-    raise PlanError(source, node.start_mark.line + 1, format_path(path),
-                    "a merge key (<<) takes a mapping or a list of mappings (e.g. <<: *common)")
+    raise PlanError(
+        source,
+        node.start_mark.line + 1,
+        format_path(path),
+        "a merge key (<<) takes a mapping or a list of mappings (e.g. <<: *common)",
+    )
 
 
 def _flatten(node: yaml.MappingNode, source: str, path: PathKey, active: set[int]) -> None:
@@ -194,19 +212,27 @@ def _flatten(node: yaml.MappingNode, source: str, path: PathKey, active: set[int
     multiply the pairs: every key appears once).
     """
     if id(node) in active:
-        raise PlanError(source, node.start_mark.line + 1, format_path(path), "a merge key (<<) merges a mapping into itself")
+        raise PlanError(
+            source, node.start_mark.line + 1, format_path(path), "a merge key (<<) merges a mapping into itself"
+        )
     active.add(id(node))
     own: list[tuple[yaml.Node, yaml.Node]] = []
     merged: list[yaml.MappingNode] = []
     seen: dict[Any, int] = {}
     for key_node, value_node in node.value:
         if not isinstance(key_node, yaml.ScalarNode):
-            raise PlanError(source, key_node.start_mark.line + 1, format_path(path), "mapping keys must be plain scalars")
+            raise PlanError(
+                source, key_node.start_mark.line + 1, format_path(path), "mapping keys must be plain scalars"
+            )
         key = key_node.value if key_node.tag != MERGE_TAG else "<<"
         line = key_node.start_mark.line + 1
         if key in seen:
-            raise PlanError(source, line, format_path(path if key == "<<" else path + (key,)),
-                            f"duplicate key {key!r} (first at line {seen[key]})")
+            raise PlanError(
+                source,
+                line,
+                format_path(path if key == "<<" else path + (key,)),
+                f"duplicate key {key!r} (first at line {seen[key]})",
+            )
         seen[key] = line
         if key_node.tag == MERGE_TAG:
             merged = _merge_sources(value_node, source, path)
@@ -228,7 +254,9 @@ def _flatten(node: yaml.MappingNode, source: str, path: PathKey, active: set[int
 def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], source: str, budget: list[int]) -> None:
     budget[0] -= 1
     if budget[0] < 0:
-        raise PlanError(source, node.start_mark.line + 1, format_path(path), "plan has too many YAML nodes (alias bomb?)")
+        raise PlanError(
+            source, node.start_mark.line + 1, format_path(path), "plan has too many YAML nodes (alias bomb?)"
+        )
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         _flatten(node, source, path, set())
@@ -267,19 +295,31 @@ def check_json_values(data: Any, lines: dict[PathKey, int], source: str, path: P
     if isinstance(data, dict):
         for key, value in data.items():
             if not isinstance(key, str):
-                raise PlanError(source, _line_for(path, lines), format_path(path),
-                                f"mapping key {key!r} is a {type(key).__name__} in YAML, not text; quote it")
+                raise PlanError(
+                    source,
+                    _line_for(path, lines),
+                    format_path(path),
+                    f"mapping key {key!r} is a {type(key).__name__} in YAML, not text; quote it",
+                )
             check_json_values(value, lines, source, path + (key,))
     elif isinstance(data, list):
         for i, value in enumerate(data):
             check_json_values(value, lines, source, path + (i,))
     elif isinstance(data, float):
         if not math.isfinite(data):
-            raise PlanError(source, _line_for(path, lines), format_path(path),
-                            f"{data!r} is not allowed: plan numbers must be finite")
+            raise PlanError(
+                source,
+                _line_for(path, lines),
+                format_path(path),
+                f"{data!r} is not allowed: plan numbers must be finite",
+            )
     elif not isinstance(data, (str, int, bool, type(None))):
-        raise PlanError(source, _line_for(path, lines), format_path(path),
-                        f"a YAML {type(data).__name__} value is not allowed in a plan; quote it to make it text")
+        raise PlanError(
+            source,
+            _line_for(path, lines),
+            format_path(path),
+            f"a YAML {type(data).__name__} value is not allowed in a plan; quote it to make it text",
+        )
 
 
 def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[PathKey, int]]:
@@ -318,7 +358,7 @@ def _first_error(exc: ValidationError) -> tuple[PathKey, str]:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     msg = err["msg"]
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     if err["type"] == "extra_forbidden":
         msg = "unknown field"
     if err["type"] == "literal_error" or err["type"].endswith("_type") or err["type"].endswith("_parsing"):
@@ -343,8 +383,12 @@ def plan_from_text(text: str, source: str = "<string>") -> Plan:
         for i, w in enumerate(workloads):
             name = w.get("name") if isinstance(w, dict) else None
             if isinstance(name, str) and name in seen:
-                raise PlanError(source, lines.get(("workloads", i, "name")), f"workloads[{i}].name",
-                                f"duplicate workload name {name!r} (also workloads[{seen[name]}])")
+                raise PlanError(
+                    source,
+                    lines.get(("workloads", i, "name")),
+                    f"workloads[{i}].name",
+                    f"duplicate workload name {name!r} (also workloads[{seen[name]}])",
+                )
             if isinstance(name, str):
                 seen[name] = i
     try:

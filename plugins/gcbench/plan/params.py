@@ -20,8 +20,9 @@ is taken as 2, and 2.5, ``True``, ``"3"``, 0 and -1 are refused.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gcbench.errors import RunParamsError
 from gcbench.plan.schema import MAX_REPETITIONS, Plan
@@ -56,8 +57,9 @@ def _repetitions(value: Any, plan: Plan, name: str) -> int | None:
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPETITIONS:
         return value
-    raise RunParamsError(plan.name, name, f"must be a whole number from 1 to {MAX_REPETITIONS} "
-                                          f"(empty: the plan's), got {value!r}")
+    raise RunParamsError(
+        plan.name, name, f"must be a whole number from 1 to {MAX_REPETITIONS} (empty: the plan's), got {value!r}"
+    )
 
 
 def _variants(value: Any, plan: Plan, name: str) -> tuple[str, ...]:
@@ -70,13 +72,18 @@ def _variants(value: Any, plan: Plan, name: str) -> tuple[str, ...]:
     known = plan_variants(plan)
     unknown = [v for v in dict.fromkeys(value) if v not in known]
     if unknown:
-        hints = [f"{v!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(v, known, n=1)) else repr(v)
-                 for v in unknown]
+        hints = [
+            f"{v!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(v, known, n=1)) else repr(v)
+            for v in unknown
+        ]
         listed = ", ".join(known[:MAX_LISTED_VARIANTS])
         if len(known) > MAX_LISTED_VARIANTS:
             listed += f", ... ({len(known) - MAX_LISTED_VARIANTS} more: gcbench plan expand lists them)"
-        raise RunParamsError(plan.name, name, f"unknown variant{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                                              f"plan {plan.name!r} has: {listed}")
+        raise RunParamsError(
+            plan.name,
+            name,
+            f"unknown variant{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; plan {plan.name!r} has: {listed}",
+        )
     return tuple(dict.fromkeys(value))
 
 
@@ -88,8 +95,14 @@ def _runner(value: Any, plan: Plan, name: str) -> str:
     raise RunParamsError(plan.name, name, f"must be one of {', '.join(RUNNERS)} (empty: the plan's), got {value!r}")
 
 
-def run_params(plan: Plan, repetitions: Any = None, variants: Any = None, runner: Any = None, *,
-               names: Mapping[str, str] | None = None) -> RunParams:
+def run_params(
+    plan: Plan,
+    repetitions: Any = None,
+    variants: Any = None,
+    runner: Any = None,
+    *,
+    names: Mapping[str, str] | None = None,
+) -> RunParams:
     """Check the parameters of one run of ``plan`` (see the module docstring).
 
     Args:
@@ -107,9 +120,11 @@ def run_params(plan: Plan, repetitions: Any = None, variants: Any = None, runner
             and what is allowed (for unknown variants: the plan's variants).
     """
     names = {"repetitions": "repetitions", "variants": "variants", "runner": "runner", **(names or {})}
-    return RunParams(repetitions=_repetitions(repetitions, plan, names["repetitions"]),
-                     variants=_variants(variants, plan, names["variants"]),
-                     runner=_runner(runner, plan, names["runner"]))
+    return RunParams(
+        repetitions=_repetitions(repetitions, plan, names["repetitions"]),
+        variants=_variants(variants, plan, names["variants"]),
+        runner=_runner(runner, plan, names["runner"]),
+    )
 
 
 def run_params_from_conf(plan: Plan, params: Mapping[str, Any]) -> RunParams:
@@ -130,7 +145,11 @@ def param_schemas(plan: Plan) -> dict[str, dict[str, Any]]:
     labels = plan_variants(plan)
     return {
         "repetitions": {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_REPETITIONS},
-        "variants": {"type": ["null", "array"], "items": {"type": "string", "enum": labels}, "uniqueItems": True,
-                     "examples": labels},
+        "variants": {
+            "type": ["null", "array"],
+            "items": {"type": "string", "enum": labels},
+            "uniqueItems": True,
+            "examples": labels,
+        },
         "runner": {"type": "string", "enum": list(RUNNERS)},
     }

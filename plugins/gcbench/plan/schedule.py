@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 START_DATE = "2026-01-01"
 """First logical date of scheduled plans (backfills may start from here): the DAG's
@@ -73,19 +73,22 @@ def check_schedule(schedule: str | None) -> str | None:
     except (AirflowTimetableInvalid, CroniterError, ValueError, TypeError) as exc:
         raise ValueError(f"{schedule!r} is not a valid cron expression for Airflow: {exc}") from None
     try:
-        first = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=TimeRestriction(
-            earliest=pendulum.parse(START_DATE), latest=None, catchup=False))
+        first = timetable.next_dagrun_info(
+            last_automated_data_interval=None,
+            restriction=TimeRestriction(earliest=pendulum.parse(START_DATE), latest=None, catchup=False),
+        )
     except (CroniterError, ValueError, OverflowError):
         first = None
     if first is None:
         raise ValueError(f"{schedule!r} never fires: Airflow's timetable finds no time that matches it")
-    later = pendulum.instance(datetime.now(timezone.utc)).add(years=FIRES_AGAIN_WITHIN_YEARS)
+    later = pendulum.instance(datetime.now(UTC)).add(years=FIRES_AGAIN_WITHIN_YEARS)
     try:
-        again = timetable.next_dagrun_info(last_automated_data_interval=DataInterval(later, later),
-                                           restriction=TimeRestriction(earliest=None, latest=None, catchup=True))
+        again = timetable.next_dagrun_info(
+            last_automated_data_interval=DataInterval(later, later),
+            restriction=TimeRestriction(earliest=None, latest=None, catchup=True),
+        )
     except (CroniterError, ValueError, OverflowError):
         again = None
     if again is None:
-        raise ValueError(f"{schedule!r} stops firing: Airflow's timetable finds no run after "
-                         f"{later:%Y-%m-%d}")
+        raise ValueError(f"{schedule!r} stops firing: Airflow's timetable finds no run after {later:%Y-%m-%d}")
     return schedule

@@ -54,7 +54,7 @@ class Window(Amount):
     """A measurement window: ``{steps: N}`` or ``{seconds: S}``, exactly one."""
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Window":
+    def _exactly_one(self) -> Window:
         if self.until_stable is not None:
             raise ValueError("'until_stable' is for warmup only")
         if (self.steps is None) == (self.seconds is None):
@@ -68,7 +68,7 @@ class Warmup(Amount):
     with a cap), exactly one."""
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Warmup":
+    def _exactly_one(self) -> Warmup:
         given = [k for k in ("steps", "seconds", "until_stable") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of 'steps', 'seconds' or 'until_stable'")
@@ -138,12 +138,15 @@ class ValidationSettings(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _flag_below_invalid(self) -> "ValidationSettings":
-        for flag, invalid in (("cross_check_flag_rel", "cross_check_invalid_rel"),
-                              ("stability_drift_flag_ratio", "stability_drift_invalid_ratio")):
+    def _flag_below_invalid(self) -> ValidationSettings:
+        for flag, invalid in (
+            ("cross_check_flag_rel", "cross_check_invalid_rel"),
+            ("stability_drift_flag_ratio", "stability_drift_invalid_ratio"),
+        ):
             if getattr(self, flag) > getattr(self, invalid):
-                raise ValueError(f"{flag} ({getattr(self, flag):g}) must not exceed {invalid} "
-                                 f"({getattr(self, invalid):g})")
+                raise ValueError(
+                    f"{flag} ({getattr(self, flag):g}) must not exceed {invalid} ({getattr(self, invalid):g})"
+                )
         return self
 
 
@@ -154,7 +157,7 @@ class CarbonSettings(_Strict):
     band: tuple[float, float] = (0.10, 0.30)
 
     @model_validator(mode="after")
-    def _band_brackets(self) -> "CarbonSettings":
+    def _band_brackets(self) -> CarbonSettings:
         low, high = self.band
         if not (0 <= low <= self.intensity_kg_per_kwh <= high):
             raise ValueError("band must satisfy 0 <= low <= intensity_kg_per_kwh <= high")
@@ -197,7 +200,7 @@ class RegressionSettings(_Strict):
     n_resamples: int = Field(default=2000, ge=0, le=100_000)
 
     @model_validator(mode="after")
-    def _min_le_baseline(self) -> "RegressionSettings":
+    def _min_le_baseline(self) -> RegressionSettings:
         if self.min_baseline_runs > self.baseline_runs:
             raise ValueError("min_baseline_runs must not exceed baseline_runs")
         return self
@@ -234,7 +237,7 @@ class WorkloadEntry(_Strict):
         return matrix
 
     @model_validator(mode="after")
-    def _exclude_names_factors(self) -> "WorkloadEntry":
+    def _exclude_names_factors(self) -> WorkloadEntry:
         for i, rule in enumerate(self.exclude):
             unknown = set(rule) - set(self.matrix)
             if not rule:

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,7 +101,7 @@ class ReportSettings:
     seed: int = 0
 
     @classmethod
-    def from_plan(cls, plan: dict, **overrides) -> "ReportSettings":
+    def from_plan(cls, plan: dict, **overrides) -> ReportSettings:
         """Read ``carbon``, ``validation`` and ``report`` sections of a plan dict."""
         carbon = plan.get("carbon") or {}
         validation = plan.get("validation") or {}
@@ -109,8 +110,7 @@ class ReportSettings:
         kw: dict[str, Any] = dict(
             intensity_kg_per_kwh=float(carbon.get("intensity_kg_per_kwh", DEFAULT_INTENSITY)),
             band=(float(band[0]), float(band[1])),
-            min_valid_repetitions=int(
-                validation.get("min_valid_repetitions", DEFAULT_MIN_VALID)),
+            min_valid_repetitions=int(validation.get("min_valid_repetitions", DEFAULT_MIN_VALID)),
             baseline=dict(report.get("baseline") or {}),
             compare=tuple(report.get("compare") or ()),
             seed=int(plan.get("seed", 0) or 0),
@@ -176,7 +176,8 @@ def normalize_trials(trials: pd.DataFrame) -> pd.DataFrame:
     df["flags"] = [_as_list(v) for v in df["flags"]]
     df["factors"] = [_as_dict(v) for v in df["factors"]]
     df["settings_not_in_effect"] = pd.Series(
-        [_recorded_dict(v) for v in df["settings_not_in_effect"]], index=df.index, dtype=object)
+        [_recorded_dict(v) for v in df["settings_not_in_effect"]], index=df.index, dtype=object
+    )
     df["valid"] = pd.Series([_valid(v) for v in df["valid"]], index=df.index, dtype=object)
     df["simulated"] = [bool(v) if _valid(v) is not None else False for v in df["simulated"]]
     df["status"] = [(_text(v) or "ok") for v in df["status"]]
@@ -213,7 +214,7 @@ def trial_not_in_effect(df: pd.DataFrame) -> list[dict[str, str]]:
     the reason is the trial's ``note`` when it gave one.
     """
     levels: dict[tuple[str, str], set[str]] = {}
-    for w, factors in zip(df["workload"], df["factors"]):
+    for w, factors in zip(df["workload"], df["factors"], strict=True):
         for k, v in factors.items():
             levels.setdefault((w, k), set()).add(str(v))
     out: list[dict[str, str]] = []
@@ -341,8 +342,7 @@ class Group:
 def workload_metrics(df: pd.DataFrame, kind: str) -> list[str]:
     """A workload's table metrics (``metrics.table_metrics``): the kind's metrics known
     in at least one trial of ``df`` and every core metric, known or not."""
-    return [m for m in table_metrics(kind)
-            if m in CORE_METRICS or (m in df.columns and df[m].notna().any())]
+    return [m for m in table_metrics(kind) if m in CORE_METRICS or (m in df.columns and df[m].notna().any())]
 
 
 def paired_mask(used: pd.DataFrame, kind: str) -> np.ndarray:
@@ -360,7 +360,7 @@ PAIRED_DERIVED = {"s_per_token": "tokens_per_s", "s_per_gb": "gb_per_s"}
 """Metrics derived from a paired rate, summarised over the same trials as that rate."""
 
 
-def summarise_metric(g: "Group", metric: str, settings: ReportSettings) -> None:
+def summarise_metric(g: Group, metric: str, settings: ReportSettings) -> None:
     """Fill ``g.values[metric]``, ``g.summaries[metric]`` and, for a ratio,
     ``g.pooled[metric]`` from the group's valid trials (paired metrics over the trials
     where all of the kind's paired metrics are known)."""
@@ -375,25 +375,41 @@ def summarise_metric(g: "Group", metric: str, settings: ReportSettings) -> None:
         v = np.where(mask, v, np.nan)
     g.values[metric] = v
     g.summaries[metric] = stats.summarize(
-        v, group=g.variant, metric=metric,
-        confidence=settings.confidence, n_resamples=settings.n_resamples,
-        seed=stats.stable_seed(g.workload, g.variant, metric, base=settings.seed))
+        v,
+        group=g.variant,
+        metric=metric,
+        confidence=settings.confidence,
+        n_resamples=settings.n_resamples,
+        seed=stats.stable_seed(g.workload, g.variant, metric, base=settings.seed),
+    )
     if metric in RATIOS:
         g.pooled[metric] = _pooled(
-            used, metric, mask, group=g.variant, settings=settings,
-            seed=stats.stable_seed(g.workload, g.variant, metric, "pooled", base=settings.seed))
+            used,
+            metric,
+            mask,
+            group=g.variant,
+            settings=settings,
+            seed=stats.stable_seed(g.workload, g.variant, metric, "pooled", base=settings.seed),
+        )
 
 
-def _pooled(used: pd.DataFrame, metric: str, mask: np.ndarray | None, *, group: str,
-            settings: ReportSettings, seed: int) -> stats.RatioSummary:
+def _pooled(
+    used: pd.DataFrame, metric: str, mask: np.ndarray | None, *, group: str, settings: ReportSettings, seed: int
+) -> stats.RatioSummary:
     r = RATIOS[metric]
     den = used[r.denominator].to_numpy(dtype=float) * r.den_scale
     num = used[metric].to_numpy(dtype=float) * den
     if mask is not None:
         num = np.where(mask, num, np.nan)
-    return stats.summarize_ratio(num, den, group=group, metric=metric,
-                                 confidence=settings.confidence,
-                                 n_resamples=settings.n_resamples, seed=seed)
+    return stats.summarize_ratio(
+        num,
+        den,
+        group=group,
+        metric=metric,
+        confidence=settings.confidence,
+        n_resamples=settings.n_resamples,
+        seed=seed,
+    )
 
 
 def group_not_in_effect(gdf: pd.DataFrame) -> dict[str, str]:
@@ -423,7 +439,7 @@ def group_not_in_effect(gdf: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def not_compared_reason(treat: "Group", base: "Group", factors: Iterable[str]) -> str:
+def not_compared_reason(treat: Group, base: Group, factors: Iterable[str]) -> str:
     """Why ``treat`` and ``base`` are not compared along ``factors`` (the factors they
     differ in): the sentences of either group's settings not in effect among them, or ""
     when they may be compared."""
@@ -443,6 +459,7 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
     for workload, wdf in sorted(df.groupby("workload", sort=False), key=lambda kv: kv[0]):
         kind = str(wdf["kind"].iloc[0])
         metrics = workload_metrics(wdf, kind)
+
         def order(kv):
             factors = kv[1]["factors"].iloc[0]
             return tuple(_level_key(factors[k]) for k in sorted(factors)), kv[0]
@@ -454,9 +471,12 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
             twins = next((f for flags in used["flags"] for f in flags if str(f).startswith(TWIN_FLAG)), None)
             few = n_valid < settings.min_valid_repetitions
             g = Group(
-                workload=str(workload), kind=kind, variant=str(variant),
+                workload=str(workload),
+                kind=kind,
+                variant=str(variant),
                 factors=dict(gdf["factors"].iloc[0]),
-                n_trials=int(len(gdf)), n_ok=int(ok.sum()),
+                n_trials=int(len(gdf)),
+                n_ok=int(ok.sum()),
                 n_failed=int((gdf["status"] == "failed").sum()),
                 n_skipped=int((gdf["status"] == "skipped").sum()),
                 n_valid=n_valid,
@@ -464,8 +484,13 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
                 n_unvalidated=int((ok & gdf["valid"].map(lambda v: v is None)).sum()),
                 inconclusive=few or twins is not None,
                 simulated=bool(gdf["simulated"].any()),
-                inconclusive_reason=(f"{n_valid} valid repetitions; at least {settings.min_valid_repetitions} needed"
-                                     if few else twins.split(": ", 1)[-1] if twins else None),
+                inconclusive_reason=(
+                    f"{n_valid} valid repetitions; at least {settings.min_valid_repetitions} needed"
+                    if few
+                    else twins.split(": ", 1)[-1]
+                    if twins
+                    else None
+                ),
             )
             g.trial_ids = [str(t) for t in used["trial_id"]]
             g.not_in_effect = group_not_in_effect(gdf)
@@ -474,8 +499,7 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
                 summarise_metric(g, m, settings)
             co2 = used["co2e_kg"].to_numpy(dtype=float)
             if np.isfinite(co2).any():
-                g.co2e_band = (float(np.nanmedian(used["co2e_kg_low"])),
-                               float(np.nanmedian(used["co2e_kg_high"])))
+                g.co2e_band = (float(np.nanmedian(used["co2e_kg_low"])), float(np.nanmedian(used["co2e_kg_high"])))
             groups.append(g)
     return groups
 
@@ -602,8 +626,7 @@ def plan_comparisons(groups: list[Group], settings: ReportSettings) -> list[tupl
             base = baseline_level(f, levels, settings)
             rest: dict[str, list[Group]] = {}
             for g in gs:
-                key = json.dumps({k: v for k, v in g.factors.items() if k != f},
-                                 sort_keys=True, default=str)
+                key = json.dumps({k: v for k, v in g.factors.items() if k != f}, sort_keys=True, default=str)
                 rest.setdefault(key, []).append(g)
             for members in rest.values():
                 bases = [g for g in members if g.factors.get(f) == base]
@@ -619,37 +642,54 @@ def context_of(g: Group, skip: Iterable[str] = ()) -> str:
     """A group's other factor values for a comparison's context, each marked "(not in
     effect)" where its level did not run as asked."""
     skip = set(skip)
-    return ", ".join(f"{k}={g.factors[k]}" + (" (not in effect)" if k in g.not_in_effect else "")
-                     for k in sorted(g.factors) if k not in skip)
+    return ", ".join(
+        f"{k}={g.factors[k]}" + (" (not in effect)" if k in g.not_in_effect else "")
+        for k in sorted(g.factors)
+        if k not in skip
+    )
 
 
-def not_compared_result(treat: Group, base: Group, metric: str, factor: str,
-                        reason: str) -> stats.Comparison:
+def not_compared_result(treat: Group, base: Group, metric: str, factor: str, reason: str) -> stats.Comparison:
     """A :class:`gcbench.stats.Comparison` that was not made: the counts and medians of
     both sides (what ran), no change, no CI, no test; ``note`` says why."""
+
     def side(g: Group) -> np.ndarray:
         v = g.values.get(metric, np.array([]))
         return v[np.isfinite(v)]
+
     t, b = side(treat), side(base)
     return stats.Comparison(
-        metric=metric, treatment=treat.variant, baseline=base.variant, factor=factor,
-        n_treatment=int(t.size), n_baseline=int(b.size), n_excluded=0,
+        metric=metric,
+        treatment=treat.variant,
+        baseline=base.variant,
+        factor=factor,
+        n_treatment=int(t.size),
+        n_baseline=int(b.size),
+        n_excluded=0,
         median_treatment=float(np.median(t)) if t.size else None,
         median_baseline=float(np.median(b)) if b.size else None,
-        pct_change=None, pct_ci_low=None, pct_ci_high=None, ci_method=None,
-        ci_reason="not compared", p_mannwhitney=None, p_welch=None, cliffs_delta=None,
-        hodges_lehmann=None, note=f"not compared: {reason}")
+        pct_change=None,
+        pct_ci_low=None,
+        pct_ci_high=None,
+        ci_method=None,
+        ci_reason="not compared",
+        p_mannwhitney=None,
+        p_welch=None,
+        cliffs_delta=None,
+        hodges_lehmann=None,
+        note=f"not compared: {reason}",
+    )
 
 
-def build_comparisons(df: pd.DataFrame, groups: list[Group],
-                      settings: ReportSettings) -> list[ComparisonRow]:
+def build_comparisons(df: pd.DataFrame, groups: list[Group], settings: ReportSettings) -> list[ComparisonRow]:
     """Compare each planned pair on the kind's compared metrics; Holm across all
     conclusive comparisons of the report; write the headline sentences."""
     constant: dict[str, set[str]] = {}  # factors with one level in a workload: no context
     for g in groups:
         others = [h for h in groups if h.workload == g.workload]
-        constant[g.workload] = {k for k in g.factors
-                                if len({json.dumps(h.factors.get(k), default=str) for h in others}) == 1}
+        constant[g.workload] = {
+            k for k in g.factors if len({json.dumps(h.factors.get(k), default=str) for h in others}) == 1
+        }
     rows: list[ComparisonRow] = []
     for treat, base, factor in plan_comparisons(groups, settings):
         why_not = not_compared_reason(treat, base, [factor])
@@ -657,34 +697,46 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
             if m not in treat.summaries or not df.loc[df["workload"] == treat.workload, m].notna().any():
                 continue
             if why_not:
-                rows.append(ComparisonRow(
-                    workload=treat.workload, kind=treat.kind, factor=factor,
+                rows.append(
+                    ComparisonRow(
+                        workload=treat.workload,
+                        kind=treat.kind,
+                        factor=factor,
+                        treatment_level=treat.factors.get(factor),
+                        baseline_level=base.factors.get(factor),
+                        context=context_of(treat, skip=[factor, *constant[treat.workload]]),
+                        inconclusive=treat.inconclusive or base.inconclusive,
+                        simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
+                        result=not_compared_result(treat, base, m, factor, why_not),
+                        not_compared=why_not,
+                    )
+                )
+                continue
+            res = stats.compare(
+                treat.values[m],
+                base.values[m],
+                metric=m,
+                treatment=treat.variant,
+                baseline=base.variant,
+                factor=factor,
+                confidence=settings.confidence,
+                n_resamples=settings.n_resamples,
+                seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m, base=settings.seed),
+                alpha=settings.alpha,
+            )
+            rows.append(
+                ComparisonRow(
+                    workload=treat.workload,
+                    kind=treat.kind,
+                    factor=factor,
                     treatment_level=treat.factors.get(factor),
                     baseline_level=base.factors.get(factor),
                     context=context_of(treat, skip=[factor, *constant[treat.workload]]),
                     inconclusive=treat.inconclusive or base.inconclusive,
                     simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
-                    result=not_compared_result(treat, base, m, factor, why_not),
-                    not_compared=why_not,
-                ))
-                continue
-            res = stats.compare(
-                treat.values[m], base.values[m], metric=m,
-                treatment=treat.variant, baseline=base.variant, factor=factor,
-                confidence=settings.confidence, n_resamples=settings.n_resamples,
-                seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m,
-                                       base=settings.seed),
-                alpha=settings.alpha,
+                    result=res,
+                )
             )
-            rows.append(ComparisonRow(
-                workload=treat.workload, kind=treat.kind, factor=factor,
-                treatment_level=treat.factors.get(factor),
-                baseline_level=base.factors.get(factor),
-                context=context_of(treat, skip=[factor, *constant[treat.workload]]),
-                inconclusive=treat.inconclusive or base.inconclusive,
-                simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
-                result=res,
-            ))
     family = [i for i, r in enumerate(rows) if not r.inconclusive and not r.not_compared]
     adjusted = stats.adjust_holm([rows[i].result for i in family], alpha=settings.alpha)
     for i, res in zip(family, adjusted, strict=True):
@@ -693,13 +745,20 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group],
     for r in rows:
         if r.inconclusive and not r.not_compared:
             sides = [by_variant.get((r.workload, v)) for v in (r.result.treatment, r.result.baseline)]
-            twins = [g for g in sides if g is not None and g.inconclusive and
-                     g.n_valid >= settings.min_valid_repetitions]
-            note = ("inconclusive: the two repetitions of " + " and of ".join(g.variant for g in twins) +
-                    " disagree; not tested") if twins else "inconclusive: too few valid repetitions; not tested"
+            twins = [
+                g for g in sides if g is not None and g.inconclusive and g.n_valid >= settings.min_valid_repetitions
+            ]
+            note = (
+                (
+                    "inconclusive: the two repetitions of "
+                    + " and of ".join(g.variant for g in twins)
+                    + " disagree; not tested"
+                )
+                if twins
+                else "inconclusive: too few valid repetitions; not tested"
+            )
             r.result.note = note if not r.result.note else f"{note}; {r.result.note}"
-        r.headline = headline(r, groups_by_variant={(g.workload, g.variant): g for g in groups},
-                              settings=settings)
+        r.headline = headline(r, groups_by_variant={(g.workload, g.variant): g for g in groups}, settings=settings)
     return rows
 
 
@@ -753,21 +812,33 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
         nb = bg.n_valid if bg else c.n_baseline
         if nt >= need and nb >= need:
             apart = [g.variant for g in (tg, bg) if g is not None and g.inconclusive]
-            return (f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive (the two "
-                    f"repetitions of {' and of '.join(apart)} ran too far apart in throughput).")
-        return (f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive "
-                f"({nt} and {nb} valid repetitions; at least {need} needed).")
+            return (
+                f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive (the two "
+                f"repetitions of {' and of '.join(apart)} ran too far apart in throughput)."
+            )
+        return (
+            f"{prefix}{where}: {x} against {y} on {mi.label} is inconclusive "
+            f"({nt} and {nb} valid repetitions; at least {need} needed)."
+        )
     if c.pct_change is None:
         return f"{prefix}{where}: {x} against {y} on {mi.label}: no percentage change ({c.note})."
     pct = c.pct_change
     conf = round(settings.confidence * 100)
-    ci = (f"{conf} % CI {c.pct_ci_low:+.2f} % to {c.pct_ci_high:+.2f} %"
-          if c.pct_ci_low is not None else f"no CI: {c.ci_reason}")
+    ci = (
+        f"{conf} % CI {c.pct_ci_low:+.2f} % to {c.pct_ci_high:+.2f} %"
+        if c.pct_ci_low is not None
+        else f"no CI: {c.ci_reason}"
+    )
     if not c.significant:
-        test = (fmt_p(c.p_mannwhitney_holm) if c.significant is not None
-                else (f"not tested: {c.note}" if c.note else "not tested"))
-        return (f"{prefix}{where}: no significant difference in {mi.label} between {x} and "
-                f"{y} (change {pct:+.2f} %, {ci}; {test}).")
+        test = (
+            fmt_p(c.p_mannwhitney_holm)
+            if c.significant is not None
+            else (f"not tested: {c.note}" if c.note else "not tested")
+        )
+        return (
+            f"{prefix}{where}: no significant difference in {mi.label} between {x} and "
+            f"{y} (change {pct:+.2f} %, {ci}; {test})."
+        )
     verb = "cut" if pct < 0 else "raised" if pct > 0 else "did not change"
     by = f" by {abs(pct):.2f} %" if pct != 0 else ""
     if pct > 100:
@@ -850,8 +921,9 @@ def observed_rate_hz(t: np.ndarray, configured_hz: float | None) -> tuple[float 
     return (1.0 / med if med > 0 else None), n_burst
 
 
-def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame,
-                  configured_hz: float | None = None) -> list[Probe]:
+def probe_samples(
+    trial_id: str, method: str | None, samples: pd.DataFrame, configured_hz: float | None = None
+) -> list[Probe]:
     """Sampling rate and update periods per GPU device of one trial's samples."""
     out: list[Probe] = []
     if samples is None or len(samples) == 0 or "t_s" not in samples:
@@ -861,22 +933,30 @@ def probe_samples(trial_id: str, method: str | None, samples: pd.DataFrame,
             continue
         s = s.sort_values("t_s")
         t = pd.to_numeric(s["t_s"], errors="coerce").to_numpy(dtype=float)
-        pw = (pd.to_numeric(s["power_instant_w"], errors="coerce").to_numpy(dtype=float)
-              if "power_instant_w" in s else np.array([]))
-        en = (pd.to_numeric(s["energy_j"], errors="coerce").to_numpy(dtype=float)
-              if "energy_j" in s else np.array([]))
+        pw = (
+            pd.to_numeric(s["power_instant_w"], errors="coerce").to_numpy(dtype=float)
+            if "power_instant_w" in s
+            else np.array([])
+        )
+        en = pd.to_numeric(s["energy_j"], errors="coerce").to_numpy(dtype=float) if "energy_j" in s else np.array([])
         rate_t = t[np.isfinite(pw)] if pw.size and np.isfinite(pw).sum() >= 3 else t
         hz, n_burst = observed_rate_hz(rate_t, configured_hz)
         source = str(s["source"].iloc[0]) if "source" in s else "unknown"
         simulated = source == "simulated" or method == "simulated"
-        out.append(Probe(
-            trial_id=trial_id, device=str(device), source=source, method=method,
-            configured_hz=configured_hz, sample_hz=hz,
-            power_update_s=(None if simulated or not pw.size
-                            else _median_change_interval(t, pw)),
-            counter_update_s=_median_change_interval(t, en) if en.size else None,
-            n_samples=int(len(s)), n_burst=n_burst,
-        ))
+        out.append(
+            Probe(
+                trial_id=trial_id,
+                device=str(device),
+                source=source,
+                method=method,
+                configured_hz=configured_hz,
+                sample_hz=hz,
+                power_update_s=(None if simulated or not pw.size else _median_change_interval(t, pw)),
+                counter_update_s=_median_change_interval(t, en) if en.size else None,
+                n_samples=int(len(s)),
+                n_burst=n_burst,
+            )
+        )
     return out
 
 
@@ -904,10 +984,9 @@ def representative_trial(df: pd.DataFrame, groups: list[Group]) -> pd.Series | N
 EDGE_CORRECTED = "nvml-counter-edge-corrected"
 NO_EDGE_CORRECTION = {
     "nvml-counter": "NVML counter read at the window edges without edge correction",
-    "nvml-power-integration": "trapezoid integral of NVML instant power (no counter, so no "
-                              "edge correction)",
+    "nvml-power-integration": "trapezoid integral of NVML instant power (no counter, so no edge correction)",
     "nvidia-smi-power-integration": "trapezoid integral of power polled from nvidia-smi (no "
-                                    "counter, so no edge correction)",
+    "counter, so no edge correction)",
 }
 
 
@@ -920,24 +999,29 @@ def edge_correction_statement(methods: list[str]) -> str:
         return "No trial ran, so no GPU energy was computed and edge correction did not apply."
     parts = []
     if n.get(EDGE_CORRECTED):
-        parts.append(f"Edge correction applied to {n[EDGE_CORRECTED]} of {total} trials "
-                     f"({EDGE_CORRECTED}): the energy at each window edge is interpolated "
-                     f"between the NVML counter ticks around it.")
+        parts.append(
+            f"Edge correction applied to {n[EDGE_CORRECTED]} of {total} trials "
+            f"({EDGE_CORRECTED}): the energy at each window edge is interpolated "
+            f"between the NVML counter ticks around it."
+        )
     else:
-        parts.append("Edge correction of a real sensor did not apply to this run: no trial "
-                     f"used {EDGE_CORRECTED}.")
+        parts.append(f"Edge correction of a real sensor did not apply to this run: no trial used {EDGE_CORRECTED}.")
     if n.get("simulated"):
-        parts.append(f"{n['simulated']} trials used the simulated device: the same "
-                     "tick-detection and edge-correction code runs on the model's counter, "
-                     "but there is no sensor error to correct (the result is the model's "
-                     "energy).")
+        parts.append(
+            f"{n['simulated']} trials used the simulated device: the same "
+            "tick-detection and edge-correction code runs on the model's counter, "
+            "but there is no sensor error to correct (the result is the model's "
+            "energy)."
+        )
     for m, why in NO_EDGE_CORRECTION.items():
         if n.get(m):
             parts.append(f"{n[m]} trials: {why}.")
     other = [m for m in n if m not in (EDGE_CORRECTED, "simulated", *NO_EDGE_CORRECTION)]
     if other:
-        parts.append("GPU energy unknown or from another method in "
-                     f"{sum(n[m] for m in other)} trials ({', '.join(sorted(other))}).")
+        parts.append(
+            "GPU energy unknown or from another method in "
+            f"{sum(n[m] for m in other)} trials ({', '.join(sorted(other))})."
+        )
     return " ".join(parts)
 
 
@@ -950,8 +1034,7 @@ def simulated_model(df: pd.DataFrame) -> dict | None:
     from gcbench.energy.simulated import SimulatedGpu
 
     model = SimulatedGpu()
-    out: dict[str, Any] = dict(idle_w=model.idle_w, busy_w=model.busy_w, tick_s=model.tick_s,
-                               recorded=False)
+    out: dict[str, Any] = dict(idle_w=model.idle_w, busy_w=model.busy_w, tick_s=model.tick_s, recorded=False)
     sim = df[df["simulated"]]
     for key in ("idle_w", "busy_w"):
         col = f"simulated_{key}"
@@ -963,8 +1046,7 @@ def simulated_model(df: pd.DataFrame) -> dict | None:
     return out
 
 
-CROSS_CHECK_PREFIXES = ("energy counter and 1-s average power differ",
-                        "counter and integrated power disagree")
+CROSS_CHECK_PREFIXES = ("energy counter and 1-s average power differ", "counter and integrated power disagree")
 """How the validation's cross-check sentences begin after ``gpuN: `` (gcbench.validate)."""
 
 
@@ -986,20 +1068,24 @@ def cross_check_statement(df: pd.DataFrame, plan: dict | None) -> str:
     v = _plan_validation(plan)
 
     def hits(col: str) -> int:
-        return int(sum(any(str(x).split(": ", 1)[-1].startswith(CROSS_CHECK_PREFIXES) for x in items)
-                       for items in df[col]))
+        return int(
+            sum(any(str(x).split(": ", 1)[-1].startswith(CROSS_CHECK_PREFIXES) for x in items) for items in df[col])
+        )
+
     checked = int(df["gpu_method"].map(lambda m: bool(m) and ("counter" in str(m) or m == "simulated")).sum())
-    return (f"Each window's GPU energy from the NVML energy counter is checked against a reference from "
-            f"another reading of the same sensor: the 1-s average power, integrated over the window shifted "
-            f"by its lag of {AVERAGE_POWER_LAG_S:g} s (measured on an H200). A 1-s average cannot place a "
-            f"power step more finely than its second, so {EDGE_ALLOWANCE_S:g} s x the power step measured at "
-            f"each edge is allowed on top. A difference beyond that allowance above "
-            f"{v.cross_check_flag_rel * 100:g} % flags the trial, above {v.cross_check_invalid_rel * 100:g} % "
-            f"invalidates it (the plan's validation.cross_check_flag_rel and cross_check_invalid_rel). "
-            f"Instant power is not the reference: it refreshes every ~100 ms and misses shorter bursts "
-            f"(-10 % on a bursty H200 load); its integral is kept in result.json for information. "
-            f"This run: {checked} trials with a counter (or the simulated device's model counter), "
-            f"{hits('flags')} flagged and {hits('reasons')} invalid by this rule. See docs/measurement.md.")
+    return (
+        f"Each window's GPU energy from the NVML energy counter is checked against a reference from "
+        f"another reading of the same sensor: the 1-s average power, integrated over the window shifted "
+        f"by its lag of {AVERAGE_POWER_LAG_S:g} s (measured on an H200). A 1-s average cannot place a "
+        f"power step more finely than its second, so {EDGE_ALLOWANCE_S:g} s x the power step measured at "
+        f"each edge is allowed on top. A difference beyond that allowance above "
+        f"{v.cross_check_flag_rel * 100:g} % flags the trial, above {v.cross_check_invalid_rel * 100:g} % "
+        f"invalidates it (the plan's validation.cross_check_flag_rel and cross_check_invalid_rel). "
+        f"Instant power is not the reference: it refreshes every ~100 ms and misses shorter bursts "
+        f"(-10 % on a bursty H200 load); its integral is kept in result.json for information. "
+        f"This run: {checked} trials with a counter (or the simulated device's model counter), "
+        f"{hits('flags')} flagged and {hits('reasons')} invalid by this rule. See docs/measurement.md."
+    )
 
 
 def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
@@ -1010,17 +1096,20 @@ def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
 
     def count(col: str, prefix: str) -> int:
         return int(sum(any(str(x).startswith(prefix) for x in items) for items in df[col]))
-    return (f"Each trial records its progress inside the measured window (steps finished and when). The window "
-            f"is cut into equal segments of at least {SEGMENT_MIN_S:g} s: it is flagged when one half ran more "
-            f"than {v.stability_drift_flag_ratio:g}x faster than the other or a segment ran more than "
-            f"{v.stability_stall_flag_ratio:g}x slower than the median segment, and invalid when the halves are "
-            f"more than {v.stability_drift_invalid_ratio:g}x apart or slow segments lost more than "
-            f"{v.stability_stall_invalid_rel * 100:g} % of the window; with fewer than {v.stability_min_steps} "
-            f"steps it is flagged as not judged. In a group of two valid repetitions, throughputs more than "
-            f"{v.twin_max_ratio:g}x apart flag both and make the group inconclusive (from three repetitions on, "
-            f"the MAD rule flags outliers). This run: {count('flags', 'unstable window')} trials flagged and "
-            f"{count('reasons', 'unstable window')} invalid as unstable, {count('flags', 'throughput stability not')} "
-            f"not judged, {count('flags', TWIN_FLAG)} in groups whose twins disagree.")
+
+    return (
+        f"Each trial records its progress inside the measured window (steps finished and when). The window "
+        f"is cut into equal segments of at least {SEGMENT_MIN_S:g} s: it is flagged when one half ran more "
+        f"than {v.stability_drift_flag_ratio:g}x faster than the other or a segment ran more than "
+        f"{v.stability_stall_flag_ratio:g}x slower than the median segment, and invalid when the halves are "
+        f"more than {v.stability_drift_invalid_ratio:g}x apart or slow segments lost more than "
+        f"{v.stability_stall_invalid_rel * 100:g} % of the window; with fewer than {v.stability_min_steps} "
+        f"steps it is flagged as not judged. In a group of two valid repetitions, throughputs more than "
+        f"{v.twin_max_ratio:g}x apart flag both and make the group inconclusive (from three repetitions on, "
+        f"the MAD rule flags outliers). This run: {count('flags', 'unstable window')} trials flagged and "
+        f"{count('reasons', 'unstable window')} invalid as unstable, {count('flags', 'throughput stability not')} "
+        f"not judged, {count('flags', TWIN_FLAG)} in groups whose twins disagree."
+    )
 
 
 @dataclass
@@ -1090,19 +1179,30 @@ def configured_sample_hz(df: pd.DataFrame, plan: dict) -> float | None:
         return None
 
 
-def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
-                      groups: list[Group] | None = None) -> Measurement:
+def build_measurement(
+    df: pd.DataFrame, data: ReportData, energy_basis: str, groups: list[Group] | None = None
+) -> Measurement:
     """Methods, sensor timing, validity counts and reasons of one report."""
     ok = df[df["status"] == "ok"]
     methods = []
     for role, col in (("GPU", "gpu_method"), ("CPU", "cpu_method")):
         keys = ok[col].map(lambda v: v or "unavailable")
-        src = ok["gpu_source"].map(lambda v: v or "") if role == "GPU" else keys.map(
-            lambda m: "rapl" if m == "rapl" else "")
+        src = (
+            ok["gpu_source"].map(lambda v: v or "")
+            if role == "GPU"
+            else keys.map(lambda m: "rapl" if m == "rapl" else "")
+        )
         for (method, source), n in pd.Series(1, index=[keys, src]).groupby(level=[0, 1]).sum().items():
-            methods.append(dict(role=role, method=method, source=source or "–", trials=int(n),
-                                simulated=(method == "simulated" or source == "simulated"),
-                                description=describe_method(method if method != "unavailable" else None)))
+            methods.append(
+                dict(
+                    role=role,
+                    method=method,
+                    source=source or "–",
+                    trials=int(n),
+                    simulated=(method == "simulated" or source == "simulated"),
+                    description=describe_method(method if method != "unavailable" else None),
+                )
+            )
     hz = configured_sample_hz(df, data.plan)
     example = representative_trial(df, groups or [])
     probes: list[Probe] = []
@@ -1113,8 +1213,7 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
         if key in seen:
             continue
         seen.add(key)
-        probes.extend(probe_samples(row["trial_id"], row["gpu_method"],
-                                    data.samples(row["trial_id"]), hz))
+        probes.extend(probe_samples(row["trial_id"], row["gpu_method"], data.samples(row["trial_id"]), hz))
         if len(seen) >= MAX_MEASUREMENT_PROBES:
             break
     valid = df["valid"]
@@ -1129,13 +1228,16 @@ def build_measurement(df: pd.DataFrame, data: ReportData, energy_basis: str,
     )
     invalid = df[(df["status"] == "ok") & valid.map(lambda v: v is False)]
     return Measurement(
-        methods=methods, probes=probes, simulated_trials=int(df["simulated"].sum()),
-        counts=counts, reasons=_count_items(invalid["reasons"]),
-        flags=_count_items(df["flags"]), energy_basis=energy_basis,
+        methods=methods,
+        probes=probes,
+        simulated_trials=int(df["simulated"].sum()),
+        counts=counts,
+        reasons=_count_items(invalid["reasons"]),
+        flags=_count_items(df["flags"]),
+        energy_basis=energy_basis,
         example_trial=None if example is None else str(example["trial_id"]),
         configured_hz=hz,
-        edge_correction=edge_correction_statement(
-            [m or "unavailable" for m in ok["gpu_method"]]),
+        edge_correction=edge_correction_statement([m or "unavailable" for m in ok["gpu_method"]]),
         simulated_model=simulated_model(df),
         cross_check=cross_check_statement(df, data.plan),
         stability=stability_statement(df, data.plan),
@@ -1178,31 +1280,42 @@ class Analysis:
         estimate with its CI, not a test)."""
         for r in self.comparisons:
             c = r.result
-            if (r.workload == treat.workload and c.treatment == treat.variant
-                    and c.baseline == base.variant and c.metric == metric):
+            if (
+                r.workload == treat.workload
+                and c.treatment == treat.variant
+                and c.baseline == base.variant
+                and c.metric == metric
+            ):
                 return c
         key = (treat.workload, treat.variant, base.variant, metric)
         if key not in self._extra:
             s = self.settings
             self._extra[key] = stats.compare(
-                treat.values.get(metric, np.array([])), base.values.get(metric, np.array([])),
-                metric=metric, treatment=treat.variant, baseline=base.variant,
-                confidence=s.confidence, n_resamples=s.n_resamples, alpha=s.alpha,
-                seed=stats.stable_seed(*key, base=s.seed))
+                treat.values.get(metric, np.array([])),
+                base.values.get(metric, np.array([])),
+                metric=metric,
+                treatment=treat.variant,
+                baseline=base.variant,
+                confidence=s.confidence,
+                n_resamples=s.n_resamples,
+                alpha=s.alpha,
+                seed=stats.stable_seed(*key, base=s.seed),
+            )
         return self._extra[key]
 
     def untested_for_ci(self) -> list[ComparisonRow]:
         """Comparisons of headline metrics left out of the headlines: no CI (fewer than
         ``stats.MIN_N_CI`` valid trials on a side, or no percentage change)."""
-        return [r for r in self.comparisons
-                if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None
-                and not r.not_compared]
+        return [
+            r
+            for r in self.comparisons
+            if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None and not r.not_compared
+        ]
 
     def not_compared(self) -> list[ComparisonRow]:
         """Comparisons of headline metrics not made: a requested level of the factor was
         not in effect on a side (:attr:`ComparisonRow.not_compared`)."""
-        return [r for r in self.comparisons
-                if r.result.metric in kind_compared(r.kind)[:2] and r.not_compared]
+        return [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2] and r.not_compared]
 
     def baseline_for(self, workload: str, factor: str, levels: list | None = None) -> Any:
         """The baseline level of ``factor`` in ``workload`` (:func:`baseline_level` over
@@ -1220,8 +1333,11 @@ class Analysis:
         significant ones first, then not significant, then untested and inconclusive
         (stable order). A change without a CI is no headline: it stays in the
         comparisons table (see :meth:`untested_for_ci`)."""
-        rows = [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2]
-                and r.result.pct_ci_low is not None and not r.not_compared]
+        rows = [
+            r
+            for r in self.comparisons
+            if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is not None and not r.not_compared
+        ]
 
         def rank(r: ComparisonRow) -> int:
             if r.inconclusive:
@@ -1236,8 +1352,7 @@ class Analysis:
     def headlines(self) -> list[str]:
         """Headline sentences of :meth:`headline_rows`, in that order, then the
         energy-time trade-off's "energy saved for time lost" sentences."""
-        return ([r.headline for r in self.headline_rows()]
-                + [h for t in self.tradeoffs if t.active for h in t.headlines])
+        return [r.headline for r in self.headline_rows()] + [h for t in self.tradeoffs if t.active for h in t.headlines]
 
     def workloads(self) -> list[tuple[str, str, list[Group]]]:
         """(workload, kind, groups) in report order."""
@@ -1266,9 +1381,16 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
         high=float(used["co2e_kg_high"].sum()) if known else None,
         n_unknown=int(kwh.isna().sum()),
     )
-    a = Analysis(data=data, settings=settings, trials=df, groups=groups,
-                 comparisons=comparisons, measurement=measurement,
-                 simulated=bool(df["simulated"].any()), co2e_total=co2e_total)
+    a = Analysis(
+        data=data,
+        settings=settings,
+        trials=df,
+        groups=groups,
+        comparisons=comparisons,
+        measurement=measurement,
+        simulated=bool(df["simulated"].any()),
+        co2e_total=co2e_total,
+    )
     from gcbench.report.tradeoff import build_tradeoffs
 
     a.tradeoffs = build_tradeoffs(a)

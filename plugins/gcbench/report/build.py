@@ -60,6 +60,8 @@ def report_run(plan, run_id: str, *, paper: bool = False) -> Path:
             cur.execute(
                 "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s) "
                 "ON CONFLICT (dag_run_id) DO UPDATE SET html_path = EXCLUDED.html_path, md_path = EXCLUDED.md_path, "
-                "created_at = now()", (pk, str(paths.html), str(paths.markdown)))
+                "created_at = now()",
+                (pk, str(paths.html), str(paths.markdown)),
+            )
         conn.commit()
     return Path(paths.html)

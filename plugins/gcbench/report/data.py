@@ -12,9 +12,10 @@ optional columns are treated as unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas stays out of module level: the Airflow plugin imports us
     import pandas
@@ -85,10 +86,10 @@ class ReportData:
     run_id: str
     logical_date: str | None
     plan: dict
-    trials: "pandas.DataFrame"
-    samples: Callable[[str], "pandas.DataFrame"]
+    trials: pandas.DataFrame
+    samples: Callable[[str], pandas.DataFrame]
     windows: Callable[[str], dict]
-    history: "pandas.DataFrame | None" = None
+    history: pandas.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
 
 

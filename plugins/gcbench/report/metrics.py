@@ -115,11 +115,20 @@ PAIRED_METRICS: dict[str, tuple[str, ...]] = {
 trials (those where both, and their denominators, are known), so that a group's J/token
 and tokens/s describe the same work."""
 
-SIMULATED_METRICS = frozenset({
-    "gpu_energy_j", "total_energy_j", "gpu_energy_above_idle_j", "j_per_token",
-    "gpu_j_per_token", "e2e_j_per_token", "gpu_j_per_gb", "energy_kwh", "co2e_kg",
-    "codecarbon_rel_error",
-})
+SIMULATED_METRICS = frozenset(
+    {
+        "gpu_energy_j",
+        "total_energy_j",
+        "gpu_energy_above_idle_j",
+        "j_per_token",
+        "gpu_j_per_token",
+        "e2e_j_per_token",
+        "gpu_j_per_gb",
+        "energy_kwh",
+        "co2e_kg",
+        "codecarbon_rel_error",
+    }
+)
 """Metrics computed from GPU energy: the only figures that come from the simulated
 device's power model when a trial ran on it. Durations, tokens, bytes, rates, accuracy
 and RAPL CPU energy are real measurements even then."""
@@ -128,6 +137,7 @@ and RAPL CPU energy are real measurements even then."""
 def is_simulated_metric(metric: str) -> bool:
     """True for a metric derived from GPU energy (see :data:`SIMULATED_METRICS`)."""
     return metric in SIMULATED_METRICS
+
 
 KIND_COMPARED: dict[str, tuple[str, ...]] = {
     "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
@@ -204,6 +214,9 @@ def describe_method(method: str | None) -> str:
     method = str(method)
     if method.startswith("unavailable"):  # "unavailable: <why>" as the meter records it
         why = method.removeprefix("unavailable").lstrip(":; ").strip()
-        return (f"Not measured ({why}): the value is unknown (never counted as 0)."
-                if why else METHOD_DESCRIPTIONS["unavailable"])
+        return (
+            f"Not measured ({why}): the value is unknown (never counted as 0)."
+            if why
+            else METHOD_DESCRIPTIONS["unavailable"]
+        )
     return METHOD_DESCRIPTIONS.get(method, method)

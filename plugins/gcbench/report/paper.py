@@ -88,8 +88,9 @@ def _cell(c) -> str:
     return c.text()
 
 
-def no_result(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
-              factors: tuple[str, ...] = ()) -> str | None:
+def no_result(
+    d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None, factors: tuple[str, ...] = ()
+) -> str | None:
     """Why a change is no result, as its cell says it, or None when it is one.
 
     ``not compared: memory=pinned not in effect`` when a requested level of ``factors``
@@ -99,8 +100,7 @@ def no_result(d: stats.Comparison | None, treat: Group | None = None, base: Grou
     change at all.
     """
     if treat is not None and base is not None and not_compared_reason(treat, base, factors):
-        keys = [f"{k}={g.factors.get(k, '?')}" for k in factors for g in (treat, base)
-                if k in g.not_in_effect]
+        keys = [f"{k}={g.factors.get(k, '?')}" for k in factors for g in (treat, base) if k in g.not_in_effect]
         return "not compared: " + ", ".join(dict.fromkeys(keys)) + " not in effect"
     if d is None or d.pct_change is None:
         return DASH
@@ -114,8 +114,9 @@ def no_result(d: stats.Comparison | None, treat: Group | None = None, base: Grou
     return None
 
 
-def _change(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
-            factors: tuple[str, ...] = ()) -> str:
+def _change(
+    d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None, factors: tuple[str, ...] = ()
+) -> str:
     """A change with its CI (``-6.73 % [-8.10 %, -5.20 %]``), or why it is no result."""
     why = no_result(d, treat, base, factors)
     if why is not None or d is None or d.pct_change is None:
@@ -123,8 +124,9 @@ def _change(d: stats.Comparison | None, treat: Group | None = None, base: Group 
     return f"{fmt_pct(d.pct_change)} {fmt_pct_ci(d)}".strip()
 
 
-def _ratio(d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None,
-           factors: tuple[str, ...] = ()) -> str:
+def _ratio(
+    d: stats.Comparison | None, treat: Group | None = None, base: Group | None = None, factors: tuple[str, ...] = ()
+) -> str:
     """``1 + change / 100`` as ``2.82x [2.70x, 2.95x]``, or why it is no result."""
     why = no_result(d, treat, base, factors)
     if why is not None or d is None or d.pct_change is None:
@@ -140,13 +142,14 @@ def cells_note(conf: int, cells: list[str], what: str = "median") -> str:
     ``median [95 % CI]``, each trial's value (``trials: a, b``), or both."""
     has_ci = any(re.search(r"\[[^\]]+\]", c) and not c.startswith("trials:") for c in cells)
     has_trials = any(c.startswith("trials:") for c in cells)
-    trials = (f"\"trials: a, b\": each valid trial's value, where a group has fewer than "
-              f"{stats.MIN_N_CI} valid trials (no {what}, no CI)")
+    trials = (
+        f'"trials: a, b": each valid trial\'s value, where a group has fewer than '
+        f"{stats.MIN_N_CI} valid trials (no {what}, no CI)"
+    )
     if has_ci and has_trials:
         return f"Cells: {what} [{conf} % CI] over valid trials, or {trials}."
     if has_trials:
-        return (f"Cells: {trials}; no group here has the {stats.MIN_N_CI} valid trials a "
-                f"{what} with a CI needs.")
+        return f"Cells: {trials}; no group here has the {stats.MIN_N_CI} valid trials a {what} with a CI needs."
     return f"Cells: {what} [{conf} % CI] over valid trials."
 
 
@@ -188,19 +191,29 @@ def _context(factors: dict, skip: tuple[str, ...]) -> str:
 
 
 def _no_ci_note(groups: list[Group], metric: str) -> list[str]:
-    small = [f"{g.variant} ({g.summaries[metric].n})" for g in groups
-             if metric in g.summaries and 0 < g.summaries[metric].n < stats.MIN_N_CI]
+    small = [
+        f"{g.variant} ({g.summaries[metric].n})"
+        for g in groups
+        if metric in g.summaries and 0 < g.summaries[metric].n < stats.MIN_N_CI
+    ]
     if not small:
         return []
-    return [f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid trials "
-            f"(their trials' values are listed, and changes involving them have no CI): "
-            f"{', '.join(small)}."]
+    return [
+        f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid trials "
+        f"(their trials' values are listed, and changes involving them have no CI): "
+        f"{', '.join(small)}."
+    ]
 
 
 def regime_jtoken(a: Analysis) -> PaperTable | None:
     """GPU J/token per path and regime, change against pure PyTorch with its CI."""
-    groups = [g for g in a.groups if g.kind == "tinylm" and "j_per_token" in g.summaries
-              and g.summaries["j_per_token"].n + g.summaries["j_per_token"].n_excluded > 0]
+    groups = [
+        g
+        for g in a.groups
+        if g.kind == "tinylm"
+        and "j_per_token" in g.summaries
+        and g.summaries["j_per_token"].n + g.summaries["j_per_token"].n_excluded > 0
+    ]
     if not groups:
         return None
     sim = any(g.simulated for g in groups)
@@ -209,9 +222,15 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
     ut = column_unit(groups, "tokens_per_s")
     e2e = any(g.known("e2e_j_per_token").size for g in groups if "e2e_j_per_token" in g.values)
     ue = column_unit(groups, "e2e_j_per_token") if e2e else None
-    cols = ["regime", "path", "n", f"GPU J/token ({uj.label})",
-            f"pooled GPU J/token ({uj.label})", "Δ GPU J/token vs pure PyTorch",
-            f"throughput ({ut.label})"]
+    cols = [
+        "regime",
+        "path",
+        "n",
+        f"GPU J/token ({uj.label})",
+        f"pooled GPU J/token ({uj.label})",
+        "Δ GPU J/token vs pure PyTorch",
+        f"throughput ({ut.label})",
+    ]
     sim_cols = [False, False, False, sim, sim, sim, False]
     if ue is not None:
         cols.append(f"end-to-end J/token ({ue.label})")
@@ -229,17 +248,25 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         levels = list(dict.fromkeys(lv for lv in levels if lv is not None))
         refs[g.workload] = a.baseline_for(g.workload, "path", levels)
     ref_names = sorted({str(r) for r in refs.values() if r is not None})
-    vs = ("pure PyTorch" if ref_names in ([], [PURE_PYTORCH])
-          else f"path={ref_names[0]}" if len(ref_names) == 1 else "the reference path")
+    vs = (
+        "pure PyTorch"
+        if ref_names in ([], [PURE_PYTORCH])
+        else f"path={ref_names[0]}"
+        if len(ref_names) == 1
+        else "the reference path"
+    )
     cols[5] = f"Δ GPU J/token vs {vs}"
 
     def key(g: Group):
         return (regime(g), setting(g, "path") != refs[g.workload], str(setting(g, "path")))
 
     def same_but_path(h: Group, g: Group) -> bool:
-        return (h.workload == g.workload and setting(h, "path") == refs[g.workload]
-                and {k: v for k, v in h.factors.items() if k != "path"}
-                == {k: v for k, v in g.factors.items() if k != "path"})
+        return (
+            h.workload == g.workload
+            and setting(h, "path") == refs[g.workload]
+            and {k: v for k, v in h.factors.items() if k != "path"}
+            == {k: v for k, v in g.factors.items() if k != "path"}
+        )
 
     rows = []
     missing_ref = []
@@ -257,51 +284,73 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         else:
             change = _change(a.comparison(g, ref, "j_per_token"), g, ref, ("path",))
             changes.append(change)
-        row = [regime(g), DASH if path is None else str(path), str(g.summaries["j_per_token"].n),
-               _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
-               _cell(pooled_cell(g.pooled.get("j_per_token"), uj)), change,
-               _cell(summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut))]
+        row = [
+            regime(g),
+            DASH if path is None else str(path),
+            str(g.summaries["j_per_token"].n),
+            _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
+            _cell(pooled_cell(g.pooled.get("j_per_token"), uj)),
+            change,
+            _cell(summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut)),
+        ]
         if ue is not None:
-            row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"),
-                                          g.values.get("e2e_j_per_token"), ue)))
+            row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"), g.values.get("e2e_j_per_token"), ue)))
         rows.append(row)
     ref_text = ", ".join(f"path={r}" for r in ref_names) or f"path={PURE_PYTORCH}"
-    notes = [f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
-             f"energy of the measured window / tokens; the median of the per-trial values over the "
-             f"valid trials with its BCa bootstrap CI ({a.settings.n_resamples:,} resamples); pooled "
-             f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials "
-             f"(none below {stats.MIN_N_CI} trials). "
-             + _delta_note(changes, f"the median J/token against {ref_text} ({vs}) in the same regime",
-                           "negative: less energy per token than the reference")]
+    notes = [
+        f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
+        f"energy of the measured window / tokens; the median of the per-trial values over the "
+        f"valid trials with its BCa bootstrap CI ({a.settings.n_resamples:,} resamples); pooled "
+        f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials "
+        f"(none below {stats.MIN_N_CI} trials). "
+        + _delta_note(
+            changes,
+            f"the median J/token against {ref_text} ({vs}) in the same regime",
+            "negative: less energy per token than the reference",
+        )
+    ]
     notes += _no_ci_note(groups, "j_per_token")
     if missing_ref:
         notes.append(f"No {ref_text} group to compare with: {', '.join(missing_ref)}.")
     if sim:
         notes.append(SIM_NOTE)
     title = "GPU energy per token by preprocessing path and regime"
-    return PaperTable("regime-jtoken", ("SIMULATED: " if sim else "") + title, cols,
-                      [False, False, True, True, True, True, True] + ([True] if e2e else []),
-                      rows, notes, sim, sim_cols)
+    return PaperTable(
+        "regime-jtoken",
+        ("SIMULATED: " if sim else "") + title,
+        cols,
+        [False, False, True, True, True, True, True] + ([True] if e2e else []),
+        rows,
+        notes,
+        sim,
+        sim_cols,
+    )
 
 
-SIM_NOTE = ("SIMULATED: GPU energy and every figure derived from it come from GC-Bench's "
-            "simulated device, a deterministic power model, not from a sensor; times, tokens, "
-            "bytes and rates are measured.")
+SIM_NOTE = (
+    "SIMULATED: GPU energy and every figure derived from it come from GC-Bench's "
+    "simulated device, a deterministic power model, not from a sensor; times, tokens, "
+    "bytes and rates are measured."
+)
 
 
 def _delta_note(changes: list[str], against: str, sign: str, ratio: bool = False) -> str:
     """The note on a table's change (or ratio) column, from what its cells hold."""
     results = [c for c in changes if re.match(r"[-+]?\d", c)]
-    what = ("ratio = treatment median / reference median (1 + the percentage change of the "
-            "medians), its CI the BCa CI of that change mapped the same way" if ratio else
-            "Δ: percentage change of " + against + ", with the BCa CI of that change")
-    head = (f"{what} ({sign})." if results else
-            f"{'Ratios' if ratio else 'Δ'}: no change here is a result.")
+    what = (
+        "ratio = treatment median / reference median (1 + the percentage change of the "
+        "medians), its CI the BCa CI of that change mapped the same way"
+        if ratio
+        else "Δ: percentage change of " + against + ", with the BCa CI of that change"
+    )
+    head = f"{what} ({sign})." if results else f"{'Ratios' if ratio else 'Δ'}: no change here is a result."
     whys = sorted({re.sub(r" \(.*", "", c) for c in changes if c not in results and c != DASH})
     if whys:
-        head += (" Where a cell says why instead (" + "; ".join(whys) + "), the change is no result: "
-                 f"a side has fewer than {stats.MIN_N_CI} valid trials (no CI), is inconclusive, or "
-                 "ran with a requested level not in effect.")
+        head += (
+            " Where a cell says why instead (" + "; ".join(whys) + "), the change is no result: "
+            f"a side has fewer than {stats.MIN_N_CI} valid trials (no CI), is inconclusive, or "
+            "ran with a requested level not in effect."
+        )
     return head
 
 
@@ -317,9 +366,16 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
         if p.factors["memory"] == ref:
             continue
         rest = {k: v for k, v in p.factors.items() if k != "memory"}
-        q = next((g for g in groups if g.workload == p.workload
-                  and g.factors.get("memory") == ref
-                  and {k: v for k, v in g.factors.items() if k != "memory"} == rest), None)
+        q = next(
+            (
+                g
+                for g in groups
+                if g.workload == p.workload
+                and g.factors.get("memory") == ref
+                and {k: v for k, v in g.factors.items() if k != "memory"} == rest
+            ),
+            None,
+        )
         if q is not None:
             pairs.append((p, q))
     if not pairs:
@@ -330,10 +386,16 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
     conf = round(a.settings.confidence * 100)
     ub = column_unit(groups, "gb_per_s")
     uj = column_unit(groups, "gpu_j_per_gb")
-    cols = ["copy", f"n ({tl}, {bl})", f"bandwidth {tl} ({ub.label})",
-            f"bandwidth {bl} ({ub.label})", f"bandwidth ratio {tl}/{bl}",
-            f"GPU J/GB {tl} ({uj.label})", f"GPU J/GB {bl} ({uj.label})",
-            f"J/GB ratio {tl}/{bl}"]
+    cols = [
+        "copy",
+        f"n ({tl}, {bl})",
+        f"bandwidth {tl} ({ub.label})",
+        f"bandwidth {bl} ({ub.label})",
+        f"bandwidth ratio {tl}/{bl}",
+        f"GPU J/GB {tl} ({uj.label})",
+        f"GPU J/GB {bl} ({uj.label})",
+        f"J/GB ratio {tl}/{bl}",
+    ]
     sim_cols = [False] * 5 + [sim] * 3
     rows = []
     not_in_effect = []
@@ -341,38 +403,59 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
         size = setting(p, "size_bytes")
         ctx = _context(p.factors, ("memory",)) or (_size(size) if size is not None else p.workload)
         not_in_effect += [f"{g.variant}: {g.not_in_effect['memory']}" for g in (p, q) if "memory" in g.not_in_effect]
+
         def value(g: Group, metric: str, unit) -> str:
             # a figure of work other than its column says (pinned asked for, pageable copied)
             if "memory" in g.not_in_effect:
                 return f"{g.factors['memory']} not in effect"
             return _cell(summary_cell(g.summaries.get(metric), g.values.get(metric), unit))
 
-        rows.append([
-            ctx, f"{p.summaries['gb_per_s'].n}, {q.summaries['gb_per_s'].n}",
-            value(p, "gb_per_s", ub), value(q, "gb_per_s", ub),
-            _ratio(a.comparison(p, q, "gb_per_s"), p, q, ("memory",)),
-            value(p, "gpu_j_per_gb", uj), value(q, "gpu_j_per_gb", uj),
-            (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",))
-             if "gpu_j_per_gb" in p.values else DASH),
-        ])
-    notes = [f"{cells_note(conf, [c for r in rows for c in (r[2], r[3], r[5], r[6])])} "
-             + _delta_note([r[4] for r in rows] + [r[7] for r in rows], "", (
-                 f"bandwidth ratio above 1: {tl} is faster; J/GB ratio below 1: {tl} costs less GPU "
-                 f"energy per GB"), ratio=True)]
+        rows.append(
+            [
+                ctx,
+                f"{p.summaries['gb_per_s'].n}, {q.summaries['gb_per_s'].n}",
+                value(p, "gb_per_s", ub),
+                value(q, "gb_per_s", ub),
+                _ratio(a.comparison(p, q, "gb_per_s"), p, q, ("memory",)),
+                value(p, "gpu_j_per_gb", uj),
+                value(q, "gpu_j_per_gb", uj),
+                (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",)) if "gpu_j_per_gb" in p.values else DASH),
+            ]
+        )
+    notes = [
+        f"{cells_note(conf, [c for r in rows for c in (r[2], r[3], r[5], r[6])])} "
+        + _delta_note(
+            [r[4] for r in rows] + [r[7] for r in rows],
+            "",
+            (f"bandwidth ratio above 1: {tl} is faster; J/GB ratio below 1: {tl} costs less GPU energy per GB"),
+            ratio=True,
+        )
+    ]
     if not_in_effect:
-        notes.append("Not compared, and no figure shown for a side whose work was not what its "
-                     "label says: " + "; ".join(dict.fromkeys(not_in_effect)) + ".")
+        notes.append(
+            "Not compared, and no figure shown for a side whose work was not what its "
+            "label says: " + "; ".join(dict.fromkeys(not_in_effect)) + "."
+        )
     host = a.trials[(a.trials["kind"] == "h2d") & a.trials["used"]]
     if "copy_target" in host.columns and (host["copy_target"] == "host").any():
-        notes.append("No CUDA device: the copies ran from host memory into host memory, so "
-                     "their bandwidth is host memcpy bandwidth, not a host-to-device copy.")
+        notes.append(
+            "No CUDA device: the copies ran from host memory into host memory, so "
+            "their bandwidth is host memcpy bandwidth, not a host-to-device copy."
+        )
     notes += _no_ci_note(groups, "gb_per_s")
     if sim:
         notes.append(SIM_NOTE)
     title = f"Host-to-device copies: {tl} against {bl} memory"
-    return PaperTable("regime-h2d", ("SIMULATED: " if sim else "") + title, cols,
-                      [False, True, True, True, True, True, True, True], rows, notes, sim,
-                      sim_cols)
+    return PaperTable(
+        "regime-h2d",
+        ("SIMULATED: " if sim else "") + title,
+        cols,
+        [False, True, True, True, True, True, True, True],
+        rows,
+        notes,
+        sim,
+        sim_cols,
+    )
 
 
 def multigpu(a: Analysis) -> PaperTable | None:
@@ -383,16 +466,24 @@ def multigpu(a: Analysis) -> PaperTable | None:
     rows = []
     sim = any(t.simulated for t in ts)
     conf = round(a.settings.confidence * 100)
-    factors = list(dict.fromkeys([*STUDY_FACTORS,
-                                  *sorted({k for t in ts for c in t.configs for k in c.group.factors})]))
+    factors = list(
+        dict.fromkeys([*STUDY_FACTORS, *sorted({k for t in ts for c in t.configs for k in c.group.factors})])
+    )
     groups = [c.group for t in ts for c in t.configs]
     em = ts[0].energy_metric
     ue = column_unit(groups, em)
     ut = column_unit(groups, "duration_s")
     uc = column_unit(groups, "co2e_kg")
     lead = (["workload"] if len(ts) > 1 else []) + factors
-    cols = lead + ["n", f"{info(em).label} ({ue.label})", "Δ energy", f"time ({ut.label})",
-                   "Δ time", f"CO2e ({uc.label})", "Δ CO2e"]
+    cols = lead + [
+        "n",
+        f"{info(em).label} ({ue.label})",
+        "Δ energy",
+        f"time ({ut.label})",
+        "Δ time",
+        f"CO2e ({uc.label})",
+        "Δ CO2e",
+    ]
     sim_cols = [False] * len(lead) + [False, sim, sim, False, False, sim, sim]
     baselines = []
     skipped: list[str] = []
@@ -404,50 +495,64 @@ def multigpu(a: Analysis) -> PaperTable | None:
         for c in t.configs:
             g = c.group
             base = t.baseline
-            d_co2 = (None if base is None or c.is_baseline or c.not_compared
-                     else a.comparison(g, base.group, "co2e_kg"))
+            d_co2 = None if base is None or c.is_baseline or c.not_compared else a.comparison(g, base.group, "co2e_kg")
             if c.not_compared:
                 skipped.append(f"{c.label} ({c.not_compared})")
 
-            def delta(d):
+            def delta(d, c=c, g=g, base=base):
                 if c.is_baseline:
                     return "baseline"
                 if c.not_compared:
                     return "not compared: see note"
                 return _change(d, g, base.group if base is not None else None)
+
             row = ([t.workload] if len(ts) > 1 else []) + [
-                DASH if setting(g, k) is None
+                DASH
+                if setting(g, k) is None
                 else str(setting(g, k)) + (" (not in effect)" if k in g.not_in_effect else "")
-                for k in factors]
-            row += [str(c.energy.n),
-                    _cell(summary_cell(c.energy, g.values.get(em), ue)),
-                    delta(c.d_energy),
-                    _cell(summary_cell(c.time, g.values.get("duration_s"), ut)),
-                    delta(c.d_time),
-                    _cell(summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc)),
-                    delta(d_co2)]
+                for k in factors
+            ]
+            row += [
+                str(c.energy.n),
+                _cell(summary_cell(c.energy, g.values.get(em), ue)),
+                delta(c.d_energy),
+                _cell(summary_cell(c.time, g.values.get("duration_s"), ut)),
+                delta(c.d_time),
+                _cell(summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc)),
+                delta(d_co2),
+            ]
             rows.append(row)
     s = a.settings
     n_lead = len(lead) + 1
     values = [r[i] for r in rows for i in (n_lead, n_lead + 2, n_lead + 4)]
-    deltas = [r[i] for r in rows for i in (n_lead + 1, n_lead + 3, n_lead + 5)
-              if r[i] not in ("baseline", "not compared: see note")]
-    notes = [f"{cells_note(conf, values)} "
-             + _delta_note(deltas, f"the median against the baseline configuration "
-                           f"({'; '.join(baselines) or 'not run'}: the uncapped FP32 one)",
-                           "negative: less than the baseline")
-             + f" Energy: {info(em).label}. CO2e = energy x {s.intensity_kg_per_kwh:g} kgCO2e/kWh "
-               f"(sensitivity {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh in the report)."]
+    deltas = [
+        r[i]
+        for r in rows
+        for i in (n_lead + 1, n_lead + 3, n_lead + 5)
+        if r[i] not in ("baseline", "not compared: see note")
+    ]
+    notes = [
+        f"{cells_note(conf, values)} "
+        + _delta_note(
+            deltas,
+            f"the median against the baseline configuration "
+            f"({'; '.join(baselines) or 'not run'}: the uncapped FP32 one)",
+            "negative: less than the baseline",
+        )
+        + f" Energy: {info(em).label}. CO2e = energy x {s.intensity_kg_per_kwh:g} kgCO2e/kWh "
+        f"(sensitivity {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh in the report)."
+    ]
     if skipped:
-        notes.append("Not compared with the baseline, the work was not what the labels say "
-                     "(factor values marked \"not in effect\"): " + "; ".join(skipped) + ".")
+        notes.append(
+            "Not compared with the baseline, the work was not what the labels say "
+            '(factor values marked "not in effect"): ' + "; ".join(skipped) + "."
+        )
     notes += _no_ci_note(groups, em)
     if sim:
         notes.append(SIM_NOTE)
     title = "Energy, time and CO2e per configuration against the uncapped FP32 baseline"
     numeric = [False] * ((1 if len(ts) > 1 else 0) + len(factors)) + [True] * 7
-    return PaperTable("multigpu", ("SIMULATED: " if sim else "") + title, cols, numeric, rows,
-                      notes, sim, sim_cols)
+    return PaperTable("multigpu", ("SIMULATED: " if sim else "") + title, cols, numeric, rows, notes, sim, sim_cols)
 
 
 def paper_tables(a: Analysis) -> list[PaperTable]:
@@ -465,16 +570,21 @@ def _md_escape(text: str) -> str:
 def to_markdown(tables: list[PaperTable], a: Analysis) -> str:
     """All tables as Markdown, each with its title and notes."""
     d = a.data
-    out = [f"# {d.plan_name}: headline tables{' (SIMULATED)' if any(t.simulated for t in tables) else ''}",
-           "", f"Run `{d.run_id}`. Written by GC-Bench (`gcbench report RUN_ID --paper`); the "
-           f"LaTeX version is paper.tex.", ""]
+    out = [
+        f"# {d.plan_name}: headline tables{' (SIMULATED)' if any(t.simulated for t in tables) else ''}",
+        "",
+        f"Run `{d.run_id}`. Written by GC-Bench (`gcbench report RUN_ID --paper`); the LaTeX version is paper.tex.",
+        "",
+    ]
     if not tables:
-        out.append("This run has none of the two studies' workloads (TinyLM, H2D, ResNet-50): "
-                   "no headline table.")
+        out.append("This run has none of the two studies' workloads (TinyLM, H2D, ResNet-50): no headline table.")
     for i, t in enumerate(tables, 1):
         out += [f"## Table {i}. {t.title}", ""]
-        out.append("| " + " | ".join(("**SIMULATED** " if t.is_sim(i) else "") + _md_escape(c)
-                                     for i, c in enumerate(t.columns)) + " |")
+        out.append(
+            "| "
+            + " | ".join(("**SIMULATED** " if t.is_sim(i) else "") + _md_escape(c) for i, c in enumerate(t.columns))
+            + " |"
+        )
         out.append("|" + "|".join("---:" if n else "---" for n in t.numeric) + "|")
         for r in t.rows:
             out.append("| " + " | ".join(_md_escape(c) for c in r) + " |")
@@ -487,12 +597,29 @@ def to_markdown(tables: list[PaperTable], a: Analysis) -> str:
 # --------------------------------------------------------------------------- LaTeX
 
 _LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
 }
 _LATEX_UNICODE = {
-    "µ": r"$\mu$", "Δ": r"$\Delta$", "Σ": r"$\Sigma$", "δ": r"$\delta$", "×": r"$\times$",
-    "–": "--", "—": "---", "−": "$-$", "≥": r"$\geq$", "≤": r"$\leq$", "±": r"$\pm$",
+    "µ": r"$\mu$",
+    "Δ": r"$\Delta$",
+    "Σ": r"$\Sigma$",
+    "δ": r"$\delta$",
+    "×": r"$\times$",
+    "–": "--",
+    "—": "---",
+    "−": "$-$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "±": r"$\pm$",
 }
 
 
@@ -515,8 +642,7 @@ def latex_escape(text: str) -> str:
             out.append(ch)
         else:
             plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append("".join(_LATEX_SPECIAL.get(c, c) for c in plain if 32 <= ord(c) < 127)
-                       or f"[U+{ord(ch):04X}]")
+            out.append("".join(_LATEX_SPECIAL.get(c, c) for c in plain if 32 <= ord(c) < 127) or f"[U+{ord(ch):04X}]")
     s = "".join(out)
     s = re.sub(r"(?<![\w$])-(?=\d)", "$-$", s)
     s = re.sub(r"(?<![\w$])\+(?=\d)", "$+$", s)
@@ -527,8 +653,11 @@ def _stack(lines: list[str], align: str) -> str:
     """Lines stacked in one cell (a nested tabular: plain LaTeX, no package)."""
     if len(lines) == 1:
         return lines[0]
-    return (rf"\begin{{tabular}}[{'b' if align == 'c' else 't'}]{{@{{}}{align}@{{}}}}"
-            + r"\\".join(lines) + r"\end{tabular}")
+    return (
+        rf"\begin{{tabular}}[{'b' if align == 'c' else 't'}]{{@{{}}{align}@{{}}}}"
+        + r"\\".join(lines)
+        + r"\end{tabular}"
+    )
 
 
 def _wrap(text: str, width: int = 16) -> list[str]:
@@ -551,8 +680,7 @@ def _latex_cell(text: str, numeric: bool) -> str:
     m = re.fullmatch(r"(.*?) (\[[^\]]*\])", text) if numeric else None
     if m is None:
         return latex_escape(text)
-    return _stack([latex_escape(m.group(1)), r"{\scriptsize " + latex_escape(m.group(2)) + "}"],
-                  "r")
+    return _stack([latex_escape(m.group(1)), r"{\scriptsize " + latex_escape(m.group(2)) + "}"], "r")
 
 
 BOX = r"\gcbenchtablebox"
@@ -564,11 +692,13 @@ def to_latex(tables: list[PaperTable], a: Analysis) -> str:
     under its value; a table wider than the line is scaled down to it (never up).
     Columns of simulated figures get a bold SIMULATED above their head."""
     d = a.data
-    out = [f"% GC-Bench headline tables: plan {d.plan_name}, run {d.run_id}.",
-           "% Generated by `gcbench report RUN_ID --paper`. Needs \\usepackage{booktabs,graphicx}.",
-           "% Cells: median [95 % CI] over valid trials (BCa bootstrap).",
-           r"\makeatletter\@ifundefined{gcbenchtablebox}{\newsavebox{" + BOX + r"}}{}\makeatother",
-           ""]
+    out = [
+        f"% GC-Bench headline tables: plan {d.plan_name}, run {d.run_id}.",
+        "% Generated by `gcbench report RUN_ID --paper`. Needs \\usepackage{booktabs,graphicx}.",
+        "% Cells: median [95 % CI] over valid trials (BCa bootstrap).",
+        r"\makeatletter\@ifundefined{gcbenchtablebox}{\newsavebox{" + BOX + r"}}{}\makeatother",
+        "",
+    ]
     if not tables:
         out.append("% This run has none of the two studies' workloads: no table.")
     for t in tables:
@@ -576,23 +706,33 @@ def to_latex(tables: list[PaperTable], a: Analysis) -> str:
         title = latex_escape(t.title)
         if t.simulated:
             title = title.replace("SIMULATED", r"\textbf{SIMULATED}", 1)
-        out += [r"\begin{table}[htbp]", r"\centering",
-                rf"\caption{{{title}.}}", rf"\label{{tab:gcbench-{t.key}}}",
-                r"\footnotesize\setlength{\tabcolsep}{4pt}",
-                rf"\sbox{{{BOX}}}{{%", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+        out += [
+            r"\begin{table}[htbp]",
+            r"\centering",
+            rf"\caption{{{title}.}}",
+            rf"\label{{tab:gcbench-{t.key}}}",
+            r"\footnotesize\setlength{\tabcolsep}{4pt}",
+            rf"\sbox{{{BOX}}}{{%",
+            rf"\begin{{tabular}}{{{spec}}}",
+            r"\toprule",
+        ]
         if any(t.is_sim(i) for i in range(len(t.columns))):
-            out.append(" & ".join(r"\textbf{SIMULATED}" if t.is_sim(i) else ""
-                                  for i in range(len(t.columns))) + r" \\")
+            out.append(" & ".join(r"\textbf{SIMULATED}" if t.is_sim(i) else "" for i in range(len(t.columns))) + r" \\")
         out += [" & ".join(_latex_head(c) for c in t.columns) + r" \\", r"\midrule"]
         for r in t.rows:
             out.append(" & ".join(_latex_cell(c, n) for c, n in zip(r, t.numeric, strict=True)) + r" \\")
-        out += [r"\bottomrule", r"\end{tabular}}%",
-                rf"\ifdim\wd{BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{{BOX}}}}}"
-                rf"\else\usebox{{{BOX}}}\fi"]
+        out += [
+            r"\bottomrule",
+            r"\end{tabular}}%",
+            rf"\ifdim\wd{BOX}>\linewidth\resizebox{{\linewidth}}{{!}}{{\usebox{{{BOX}}}}}"
+            rf"\else\usebox{{{BOX}}}\fi",
+        ]
         if t.notes:
-            out.append(r"\par\smallskip\parbox{\linewidth}{\footnotesize "
-                       + " ".join(latex_escape(n) for n in t.notes).replace(
-                           "SIMULATED:", r"\textbf{SIMULATED}:") + "}")
+            out.append(
+                r"\par\smallskip\parbox{\linewidth}{\footnotesize "
+                + " ".join(latex_escape(n) for n in t.notes).replace("SIMULATED:", r"\textbf{SIMULATED}:")
+                + "}"
+            )
         out += [r"\end{table}", ""]
     return "\n".join(out)
 
@@ -605,4 +745,3 @@ def write_paper(a: Analysis, out_dir: Path) -> tuple[Path, Path]:
     md.write_text(to_markdown(tables, a), encoding="utf-8")
     tex.write_text(to_latex(tables, a), encoding="utf-8")
     return md, tex
-

@@ -116,8 +116,9 @@ def _figure(w: float, h: float):
 
 def _png(fig, simulated: bool, text: str = SIM_TEXT) -> bytes:
     if simulated:
-        fig.suptitle(text, color="white", backgroundcolor="#c0392b", fontweight="bold",
-                     fontsize=11 if len(text) <= 40 else 9)
+        fig.suptitle(
+            text, color="white", backgroundcolor="#c0392b", fontweight="bold", fontsize=11 if len(text) <= 40 else 9
+        )
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
@@ -128,8 +129,7 @@ def _outside_legend(fig, drawn: Drawn, where: str = "lower center", ncol: int | 
     if not drawn.handles:
         return None
     ncol = ncol or min(len(drawn.handles), 3)
-    return fig.legend(drawn.handles, drawn.labels, loc=f"outside {where}", ncol=ncol,
-                      fontsize=7, frameon=False)
+    return fig.legend(drawn.handles, drawn.labels, loc=f"outside {where}", ncol=ncol, fontsize=7, frameon=False)
 
 
 def _slug(text: str) -> str:
@@ -146,8 +146,10 @@ def short_labels(groups: list[Group]) -> list[str]:
     varying = [k for k in keys if len({str(g.factors.get(k)) for g in groups}) > 1]
     if not varying:
         return [g.variant + (NOT_IN_EFFECT_MARK if g.not_in_effect else "") for g in groups]
-    return [", ".join(f"{k}={g.factors.get(k)}" + (NOT_IN_EFFECT_MARK if k in g.not_in_effect else "")
-                      for k in varying) for g in groups]
+    return [
+        ", ".join(f"{k}={g.factors.get(k)}" + (NOT_IN_EFFECT_MARK if k in g.not_in_effect else "") for k in varying)
+        for g in groups
+    ]
 
 
 def inconclusive_sentence(a: Analysis, groups: list[Group]) -> str:
@@ -155,17 +157,25 @@ def inconclusive_sentence(a: Analysis, groups: list[Group]) -> str:
     need = a.settings.min_valid_repetitions
     few = any(g.n_valid < need for g in groups if g.inconclusive)
     apart = any(g.n_valid >= need for g in groups if g.inconclusive)
-    why = [w for w, on in ((f"fewer than {need} valid repetitions", few),
-                           ("two valid repetitions too far apart in throughput", apart)) if on]
-    return (f"Grey dots: inconclusive groups ({' or '.join(why)}; each group's reason is in its "
-            f"table), not tested.")
+    why = [
+        w
+        for w, on in (
+            (f"fewer than {need} valid repetitions", few),
+            ("two valid repetitions too far apart in throughput", apart),
+        )
+        if on
+    ]
+    return f"Grey dots: inconclusive groups ({' or '.join(why)}; each group's reason is in its table), not tested."
 
 
-def _mark_not_in_effect(drawn: "Drawn", groups: list[Group]) -> None:
+def _mark_not_in_effect(drawn: Drawn, groups: list[Group]) -> None:
     if any(g.not_in_effect for g in groups):
-        drawn.add("not-in-effect", 'A label marked "(not in effect)": that requested level did not run '
-                  "as asked (the reason is under the groups table); such groups are not compared "
-                  "along it.")
+        drawn.add(
+            "not-in-effect",
+            'A label marked "(not in effect)": that requested level did not run '
+            "as asked (the reason is under the groups table); such groups are not compared "
+            "along it.",
+        )
 
 
 def _invalid_values(a: Analysis, g: Group, metric: str) -> np.ndarray:
@@ -216,47 +226,50 @@ def plot_power(a: Analysis) -> Plot | None:
     windows = a.data.windows(tid) or {}
     if samples is None or len(samples) == 0:
         return None
-    sim = bool(row["simulated"]) or (
-        "source" in samples and (samples["source"] == "simulated").any())
+    sim = bool(row["simulated"]) or ("source" in samples and (samples["source"] == "simulated").any())
     fig = _figure(8.5, 3.6)
     ax = fig.add_subplot()
     drawn = Drawn()
     for device, s in samples.groupby("device", sort=True):
         s = s.sort_values("t_s")
         if "power_instant_w" in s and s["power_instant_w"].notna().any():
-            h, = ax.plot(s["t_s"], s["power_instant_w"], lw=0.9, color=TRACE_COLORS["instant"],
-                         zorder=Z_TRACE + 1)
-            drawn.add(f"{device}-instant", f"Dark line: instant power of {device}.", h,
-                      f"{device} instant power")
+            (h,) = ax.plot(s["t_s"], s["power_instant_w"], lw=0.9, color=TRACE_COLORS["instant"], zorder=Z_TRACE + 1)
+            drawn.add(f"{device}-instant", f"Dark line: instant power of {device}.", h, f"{device} instant power")
         if "power_w" in s and s["power_w"].notna().any():
-            h, = ax.plot(s["t_s"], s["power_w"], lw=1.6, color=TRACE_COLORS["average"],
-                         zorder=Z_TRACE)
-            drawn.add(f"{device}-average", f"Orange line: 1-s average power of {device}.", h,
-                      f"{device} 1-s average power")
+            (h,) = ax.plot(s["t_s"], s["power_w"], lw=1.6, color=TRACE_COLORS["average"], zorder=Z_TRACE)
+            drawn.add(
+                f"{device}-average", f"Orange line: 1-s average power of {device}.", h, f"{device} 1-s average power"
+            )
     for name, w in sorted(windows.items(), key=lambda kv: kv[0] != "main"):
         if not isinstance(w, dict) or w.get("start_s") is None or w.get("end_s") is None:
             continue
         main = name == "main"
-        h = ax.axvspan(w["start_s"], w["end_s"],
-                       color=WINDOW_COLORS["main" if main else "other"],
-                       alpha=0.16 if main else 0.22, lw=0, zorder=Z_SHADE)
+        h = ax.axvspan(
+            w["start_s"],
+            w["end_s"],
+            color=WINDOW_COLORS["main" if main else "other"],
+            alpha=0.16 if main else 0.22,
+            lw=0,
+            zorder=Z_SHADE,
+        )
         if main:
             for edge in (w["start_s"], w["end_s"]):
                 ax.axvline(edge, color="#1f618d", lw=1, ls="--", zorder=Z_TRACE - 1)
-            drawn.add("window-main", "Light blue shading between dashed lines: the measured "
-                      "window.", h, "measured window")
+            drawn.add(
+                "window-main", "Light blue shading between dashed lines: the measured window.", h, "measured window"
+            )
         else:
             drawn.add(f"window-{name}", f"Grey shading: the {name} phase.", h, f"{name} phase")
     ax.set_xlabel("time since trial start (s)")
     ax.set_ylabel("power (W)")
-    ax.set_title(_title(f"Power of trial {tid} ({row['variant']}, repetition {row['repetition']})",
-                        sim), fontsize=10)
+    ax.set_title(_title(f"Power of trial {tid} ({row['variant']}, repetition {row['repetition']})", sim), fontsize=10)
     ax.grid(alpha=0.3, zorder=Z_SHADE)
     _outside_legend(fig, drawn, "right upper", ncol=1)
     method = row.get("gpu_method") or "unknown method"
     caption = drawn.caption(
-        f"Power samples of trial {tid}, chosen as the valid trial closest to its group's "
-        f"median.", f"Its energy was obtained by: {method}.")
+        f"Power samples of trial {tid}, chosen as the valid trial closest to its group's median.",
+        f"Its energy was obtained by: {method}.",
+    )
     png = _png(fig, sim)
     return Plot("power_trial", "power", "Power over time of one trial", caption, png, sim, fig)
 
@@ -289,8 +302,7 @@ def panel_metrics(a: Analysis, kind: str, groups: list[Group]) -> list[str]:
     return out[:2]
 
 
-def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
-                labels: list[str]) -> Unit:
+def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn, labels: list[str]) -> Unit:
     """Every valid trial of each group as a dot; the median and its CI, and for a ratio
     the pooled estimate and its CI, beside the dots; invalid trials as red crosses."""
     from matplotlib.lines import Line2D
@@ -306,31 +318,58 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
     for i, (g, v, lab) in enumerate(zip(groups, vals, labels, strict=True)):
         color = INCONCLUSIVE_COLOR if g.inconclusive else TRIAL_COLOR
         if v.size:
-            ax.plot(i - 0.12 + rng.uniform(-0.08, 0.08, v.size), v / f, "o", ms=4.5,
-                    alpha=0.8, color=color, mec="white", mew=0.4, zorder=Z_TRACE)
-            drawn.add("dots", "Dots: each valid trial.",
-                      Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
+            ax.plot(
+                i - 0.12 + rng.uniform(-0.08, 0.08, v.size),
+                v / f,
+                "o",
+                ms=4.5,
+                alpha=0.8,
+                color=color,
+                mec="white",
+                mew=0.4,
+                zorder=Z_TRACE,
+            )
+            drawn.add(
+                "dots", "Dots: each valid trial.", Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial"
+            )
         if g.inconclusive:
-            drawn.add("inconclusive", inconclusive_sentence(a, groups),
-                      Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
-                      "inconclusive (reason in the table)")
+            drawn.add(
+                "inconclusive",
+                inconclusive_sentence(a, groups),
+                Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
+                "inconclusive (reason in the table)",
+            )
         s = g.summaries.get(metric)
         if s is not None and s.median is not None and s.n >= stats.MIN_N_CI:
             if s.ci_low is not None and s.ci_high is not None:
-                ax.errorbar([i + 0.12], [s.median / f],
-                            yerr=[[max(0.0, (s.median - s.ci_low) / f)],
-                                  [max(0.0, (s.ci_high - s.median) / f)]],
-                            fmt="_", ms=14, mew=2.2, color=SUMMARY_COLOR, ecolor=SUMMARY_COLOR,
-                            elinewidth=1.4, capsize=3, zorder=Z_SUMMARY)
-                drawn.add("median-ci", f"Black bar with whiskers: the median and its {conf} % "
-                          f"BCa bootstrap CI ({a.settings.n_resamples:,} resamples).",
-                          Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR),
-                          f"median, {conf} % CI")
+                ax.errorbar(
+                    [i + 0.12],
+                    [s.median / f],
+                    yerr=[[max(0.0, (s.median - s.ci_low) / f)], [max(0.0, (s.ci_high - s.median) / f)]],
+                    fmt="_",
+                    ms=14,
+                    mew=2.2,
+                    color=SUMMARY_COLOR,
+                    ecolor=SUMMARY_COLOR,
+                    elinewidth=1.4,
+                    capsize=3,
+                    zorder=Z_SUMMARY,
+                )
+                drawn.add(
+                    "median-ci",
+                    f"Black bar with whiskers: the median and its {conf} % "
+                    f"BCa bootstrap CI ({a.settings.n_resamples:,} resamples).",
+                    Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR),
+                    f"median, {conf} % CI",
+                )
             else:
-                ax.plot([i + 0.12], [s.median / f], "_", ms=14, mew=2.2, color=SUMMARY_COLOR,
-                        zorder=Z_SUMMARY)
-                drawn.add("median", "Black bar: the median (no CI: " + (s.ci_reason or "") + ").",
-                          Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR), "median")
+                ax.plot([i + 0.12], [s.median / f], "_", ms=14, mew=2.2, color=SUMMARY_COLOR, zorder=Z_SUMMARY)
+                drawn.add(
+                    "median",
+                    "Black bar: the median (no CI: " + (s.ci_reason or "") + ").",
+                    Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR),
+                    "median",
+                )
         elif v.size:
             no_ci.append(f"{lab} ({v.size})")
         p = g.pooled.get(metric)
@@ -338,23 +377,40 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
             yerr = None
             if p.ci_low is not None and p.ci_high is not None:
                 yerr = [[max(0.0, (p.pooled - p.ci_low) / f)], [max(0.0, (p.ci_high - p.pooled) / f)]]
-            ax.errorbar([i + 0.3], [p.pooled / f], yerr=yerr, fmt="D", ms=4.5,
-                        color=POOLED_COLOR, ecolor=POOLED_COLOR, elinewidth=1.2, capsize=2,
-                        zorder=Z_SUMMARY)
-            drawn.add("pooled", f"Orange diamond: the pooled estimate "
-                      f"({RATIOS[metric].formula} over the same trials) with its {conf} % CI "
-                      f"(trials resampled).",
-                      Line2D([], [], marker="D", ls="", ms=4, color=POOLED_COLOR),
-                      "pooled (Σ/Σ), CI")
+            ax.errorbar(
+                [i + 0.3],
+                [p.pooled / f],
+                yerr=yerr,
+                fmt="D",
+                ms=4.5,
+                color=POOLED_COLOR,
+                ecolor=POOLED_COLOR,
+                elinewidth=1.2,
+                capsize=2,
+                zorder=Z_SUMMARY,
+            )
+            drawn.add(
+                "pooled",
+                f"Orange diamond: the pooled estimate "
+                f"({RATIOS[metric].formula} over the same trials) with its {conf} % CI "
+                f"(trials resampled).",
+                Line2D([], [], marker="D", ls="", ms=4, color=POOLED_COLOR),
+                "pooled (Σ/Σ), CI",
+            )
         bad = _invalid_values(a, g, metric)
         if bad.size:
-            ax.plot(np.full(bad.size, i - 0.12), bad / f, "x", ms=6, mew=1.5,
-                    color=INVALID_COLOR, zorder=Z_TRACE)
-            drawn.add("invalid", "Red crosses: invalid trials, excluded from statistics.",
-                      Line2D([], [], marker="x", ls="", color=INVALID_COLOR), "invalid trial")
+            ax.plot(np.full(bad.size, i - 0.12), bad / f, "x", ms=6, mew=1.5, color=INVALID_COLOR, zorder=Z_TRACE)
+            drawn.add(
+                "invalid",
+                "Red crosses: invalid trials, excluded from statistics.",
+                Line2D([], [], marker="x", ls="", color=INVALID_COLOR),
+                "invalid trial",
+            )
     if no_ci:
-        text = (f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials "
-                f"(only its trials are drawn): {'; '.join(no_ci)}.")
+        text = (
+            f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials "
+            f"(only its trials are drawn): {'; '.join(no_ci)}."
+        )
         drawn.add(text, text)  # keyed by its text: panels with the same groups say it once
     if _log_if_wide(ax, everything / f, "y"):
         drawn.add(f"log-{metric}", f"The {mi.label} axis is logarithmic.")
@@ -365,8 +421,9 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
     return unit
 
 
-def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[str],
-                name: str, kind: str, title: str) -> Plot | None:
+def plot_groups(
+    a: Analysis, workload: str, groups: list[Group], metrics: list[str], name: str, kind: str, title: str
+) -> Plot | None:
     """One panel per metric: every trial as a dot, the median and CI (and pooled) beside."""
     if not metrics:
         return None
@@ -389,12 +446,13 @@ def plot_groups(a: Analysis, workload: str, groups: list[Group], metrics: list[s
     if sim and measured:
         sim_names = " and ".join(info(m).label for m in sim_metrics)
         banner = f"SIMULATED: {sim_names}; measured: {' and '.join(measured)}"
-        tail = (f"{sim_names} comes from the simulated device's power model; "
-                f"{' and '.join(measured)} is measured.")
+        tail = f"{sim_names} comes from the simulated device's power model; {' and '.join(measured)} is measured."
     n_trials = sum(g.summaries[metrics[0]].n for g in groups)
-    lead = (f"{names[:1].upper()}{names[1:]} of the {len(groups)} "
-            f"group{'s' if len(groups) != 1 else ''} of {workload} "
-            f"({n_trials} valid trial{'s' if n_trials != 1 else ''}).")
+    lead = (
+        f"{names[:1].upper()}{names[1:]} of the {len(groups)} "
+        f"group{'s' if len(groups) != 1 else ''} of {workload} "
+        f"({n_trials} valid trial{'s' if n_trials != 1 else ''})."
+    )
     caption = drawn.caption(lead)
     if tail:
         caption += " " + tail
@@ -434,11 +492,9 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         x = c.group.values.get(t.time_metric, np.array([]))
         y = c.group.values.get(t.energy_metric, np.array([]))
         both = np.isfinite(x) & np.isfinite(y)
-        ax.plot(x[both] / ux.factor, y[both] / uy.factor, "o", ms=3.5, alpha=0.55,
-                color=color, zorder=Z_TRACE)
+        ax.plot(x[both] / ux.factor, y[both] / uy.factor, "o", ms=3.5, alpha=0.55, color=color, zorder=Z_TRACE)
         label = short + (" (baseline)" if c.is_baseline else "")
-        handle = Line2D([], [], marker="*" if c.is_baseline else "o", ls="", color=color,
-                        ms=9 if c.is_baseline else 6)
+        handle = Line2D([], [], marker="*" if c.is_baseline else "o", ls="", color=color, ms=9 if c.is_baseline else 6)
         drawn.add(f"config-{i}", "", handle, label)
         if both.any():
             drawn.add("dots", "Small dots: each valid trial.")
@@ -448,51 +504,97 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         if c.energy.n >= stats.MIN_N_CI and c.time.n >= stats.MIN_N_CI:
             xerr = yerr = None
             if c.time.ci_low is not None and c.time.ci_high is not None:
-                xerr = [[max(0.0, mx - c.time.ci_low / ux.factor)],
-                        [max(0.0, c.time.ci_high / ux.factor - mx)]]
+                xerr = [[max(0.0, mx - c.time.ci_low / ux.factor)], [max(0.0, c.time.ci_high / ux.factor - mx)]]
             if c.energy.ci_low is not None and c.energy.ci_high is not None:
-                yerr = [[max(0.0, my - c.energy.ci_low / uy.factor)],
-                        [max(0.0, c.energy.ci_high / uy.factor - my)]]
-            ax.errorbar([mx], [my], xerr=xerr, yerr=yerr, fmt="*" if c.is_baseline else "s",
-                        ms=11 if c.is_baseline else 6, color=color, mec=SUMMARY_COLOR,
-                        ecolor=color, elinewidth=1.3, capsize=2, zorder=Z_SUMMARY)
-            drawn.add("medians", f"Large markers with whiskers: each configuration's medians "
-                      f"of {tm.label} and {em.label} with their {conf} % BCa bootstrap CIs.")
+                yerr = [[max(0.0, my - c.energy.ci_low / uy.factor)], [max(0.0, c.energy.ci_high / uy.factor - my)]]
+            ax.errorbar(
+                [mx],
+                [my],
+                xerr=xerr,
+                yerr=yerr,
+                fmt="*" if c.is_baseline else "s",
+                ms=11 if c.is_baseline else 6,
+                color=color,
+                mec=SUMMARY_COLOR,
+                ecolor=color,
+                elinewidth=1.3,
+                capsize=2,
+                zorder=Z_SUMMARY,
+            )
+            drawn.add(
+                "medians",
+                f"Large markers with whiskers: each configuration's medians "
+                f"of {tm.label} and {em.label} with their {conf} % BCa bootstrap CIs.",
+            )
         else:
-            ax.plot([mx], [my], "*" if c.is_baseline else "s", ms=11 if c.is_baseline else 6,
-                    mfc="none", color=color, zorder=Z_SUMMARY)
+            ax.plot(
+                [mx],
+                [my],
+                "*" if c.is_baseline else "s",
+                ms=11 if c.is_baseline else 6,
+                mfc="none",
+                color=color,
+                zorder=Z_SUMMARY,
+            )
             no_ci.append(c.label)
         if c.is_baseline:
             drawn.add("baseline", f"Star: the baseline configuration ({c.label}).")
     if no_ci:
-        drawn.add("no-ci", f"Hollow markers: the mean of the trials of configurations with "
-                  f"fewer than {stats.MIN_N_CI} valid trials, no CI ({'; '.join(no_ci)}).")
+        drawn.add(
+            "no-ci",
+            f"Hollow markers: the mean of the trials of configurations with "
+            f"fewer than {stats.MIN_N_CI} valid trials, no CI ({'; '.join(no_ci)}).",
+        )
     front = t.front
     # front configurations have both medians (pareto_front keeps finite points only)
-    front_xy = [(c.time.median, c.energy.median) for c in front
-                if c.time.median is not None and c.energy.median is not None]
+    front_xy = [
+        (c.time.median, c.energy.median) for c in front if c.time.median is not None and c.energy.median is not None
+    ]
     if len(front) >= 2:
-        h, = ax.plot([x / ux.factor for x, _ in front_xy],
-                     [y / uy.factor for _, y in front_xy], "-", lw=8, color="#7f8c8d",
-                     alpha=0.4, zorder=Z_SHADE + 1, solid_capstyle="round")
-        drawn.add("front", f"Thick grey line: the Pareto front ({len(front)} configurations "
-                  f"no other beats in both {em.label} and {tm.label}).", h, "Pareto front")
+        (h,) = ax.plot(
+            [x / ux.factor for x, _ in front_xy],
+            [y / uy.factor for _, y in front_xy],
+            "-",
+            lw=8,
+            color="#7f8c8d",
+            alpha=0.4,
+            zorder=Z_SHADE + 1,
+            solid_capstyle="round",
+        )
+        drawn.add(
+            "front",
+            f"Thick grey line: the Pareto front ({len(front)} configurations "
+            f"no other beats in both {em.label} and {tm.label}).",
+            h,
+            "Pareto front",
+        )
     elif len(front) == 1:
-        drawn.add("front", f"Pareto front: one configuration ({front[0].label}) has both the "
-                  f"least {em.label} and the least {tm.label}.")
+        drawn.add(
+            "front",
+            f"Pareto front: one configuration ({front[0].label}) has both the "
+            f"least {em.label} and the least {tm.label}.",
+        )
     ax.set_xlabel(_axis_label(f"median {tm.label}", ux))
     ax.set_ylabel(_axis_label(f"median {em.label}", uy))
     factors = ", ".join(t.factors)
     ax.set_title(_title(f"{t.workload}: energy against time", t.simulated), fontsize=10)
     ax.grid(alpha=0.3, zorder=Z_SHADE)
     _outside_legend(fig, drawn, "lower center", ncol=2)
-    caption = drawn.caption(f"{em.label} against {tm.label} of the {len(t.configs)} "
-                            f"configurations of {t.workload} ({factors}; one colour each, "
-                            f"legend below).")
+    caption = drawn.caption(
+        f"{em.label} against {tm.label} of the {len(t.configs)} "
+        f"configurations of {t.workload} ({factors}; one colour each, "
+        f"legend below)."
+    )
     png = _png(fig, t.simulated)
-    return Plot(f"pareto_{_slug(t.workload)}", "pareto",
-                f"{t.workload}: energy against time ({factors}; Pareto front)", caption, png,
-                t.simulated, fig)
+    return Plot(
+        f"pareto_{_slug(t.workload)}",
+        "pareto",
+        f"{t.workload}: energy against time ({factors}; Pareto front)",
+        caption,
+        png,
+        t.simulated,
+        fig,
+    )
 
 
 # --------------------------------------------------------------------------- report-wide
@@ -503,8 +605,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     CI, and the median's sensitivity band at the band's intensities."""
     from matplotlib.lines import Line2D
 
-    gs = [g for g in a.groups if "co2e_kg" in g.summaries
-          and g.summaries["co2e_kg"].median is not None]
+    gs = [g for g in a.groups if "co2e_kg" in g.summaries and g.summaries["co2e_kg"].median is not None]
     if not gs:
         return None
     sim = any(g.simulated for g in gs)
@@ -522,44 +623,75 @@ def plot_co2e(a: Analysis) -> Plot | None:
     for p_, g, v in zip(pos, gs, trial_vals, strict=True):
         su = g.summaries["co2e_kg"]
         if g.co2e_band and su.n >= stats.MIN_N_CI:
-            h = ax.hlines([p_], g.co2e_band[0] / f, g.co2e_band[1] / f, color="#27ae60", lw=6,
-                          alpha=0.3, zorder=Z_SHADE + 1)
+            h = ax.hlines(
+                [p_], g.co2e_band[0] / f, g.co2e_band[1] / f, color="#27ae60", lw=6, alpha=0.3, zorder=Z_SHADE + 1
+            )
             everything += [g.co2e_band[0] / f, g.co2e_band[1] / f]
-            drawn.add("band", f"Pale green bar: the median's CO2e at {s.band[0]:g} to "
-                      f"{s.band[1]:g} kgCO2e/kWh (sensitivity band).", h,
-                      f"band {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh")
+            drawn.add(
+                "band",
+                f"Pale green bar: the median's CO2e at {s.band[0]:g} to {s.band[1]:g} kgCO2e/kWh (sensitivity band).",
+                h,
+                f"band {s.band[0]:g}-{s.band[1]:g} kgCO2e/kWh",
+            )
         color = INCONCLUSIVE_COLOR if g.inconclusive else TRIAL_COLOR
-        ax.plot(v / f, np.full(v.size, p_) + np.linspace(-0.12, 0.12, v.size), "o", ms=3.5,
-                color=color, alpha=0.8, zorder=Z_TRACE)
+        ax.plot(
+            v / f,
+            np.full(v.size, p_) + np.linspace(-0.12, 0.12, v.size),
+            "o",
+            ms=3.5,
+            color=color,
+            alpha=0.8,
+            zorder=Z_TRACE,
+        )
         everything += list(v / f)
-        drawn.add("dots", f"Dots: each valid trial at {s.intensity_kg_per_kwh:g} kgCO2e/kWh.",
-                  Line2D([], [], marker="o", ls="", color=TRIAL_COLOR), "valid trial")
+        drawn.add(
+            "dots",
+            f"Dots: each valid trial at {s.intensity_kg_per_kwh:g} kgCO2e/kWh.",
+            Line2D([], [], marker="o", ls="", color=TRIAL_COLOR),
+            "valid trial",
+        )
         if su.n >= stats.MIN_N_CI and su.median is not None:
             xerr = None
             if su.ci_low is not None and su.ci_high is not None:
-                xerr = [[max(0.0, (su.median - su.ci_low) / f)],
-                        [max(0.0, (su.ci_high - su.median) / f)]]
-            ax.errorbar([su.median / f], [p_ + 0.25], xerr=xerr, fmt="|", ms=10, mew=2,
-                        color=SUMMARY_COLOR, elinewidth=1.3, capsize=2, zorder=Z_SUMMARY)
-            drawn.add("median", f"Black tick above the dots: the median with its {conf} % "
-                      f"BCa bootstrap CI.",
-                      Line2D([], [], marker="|", ms=10, mew=2, ls="", color=SUMMARY_COLOR),
-                      f"median, {conf} % CI")
+                xerr = [[max(0.0, (su.median - su.ci_low) / f)], [max(0.0, (su.ci_high - su.median) / f)]]
+            ax.errorbar(
+                [su.median / f],
+                [p_ + 0.25],
+                xerr=xerr,
+                fmt="|",
+                ms=10,
+                mew=2,
+                color=SUMMARY_COLOR,
+                elinewidth=1.3,
+                capsize=2,
+                zorder=Z_SUMMARY,
+            )
+            drawn.add(
+                "median",
+                f"Black tick above the dots: the median with its {conf} % BCa bootstrap CI.",
+                Line2D([], [], marker="|", ms=10, mew=2, ls="", color=SUMMARY_COLOR),
+                f"median, {conf} % CI",
+            )
         else:
             no_ci.append(f"{g.workload}: {g.variant}")
         if g.inconclusive:
-            drawn.add("inconclusive", inconclusive_sentence(a, gs),
-                      Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
-                      "inconclusive (reason in the table)")
+            drawn.add(
+                "inconclusive",
+                inconclusive_sentence(a, gs),
+                Line2D([], [], marker="o", ls="", color=INCONCLUSIVE_COLOR),
+                "inconclusive (reason in the table)",
+            )
     if no_ci:
-        drawn.add("no-ci", f"Only the trials (no median, CI or band) for groups with fewer "
-                  f"than {stats.MIN_N_CI} valid trials: {'; '.join(no_ci)}.")
+        drawn.add(
+            "no-ci",
+            f"Only the trials (no median, CI or band) for groups with fewer "
+            f"than {stats.MIN_N_CI} valid trials: {'; '.join(no_ci)}.",
+        )
     _mark_not_in_effect(drawn, gs)
     if _log_if_wide(ax, np.asarray(everything, dtype=float), "x"):
         drawn.add("log", "The CO2e axis is logarithmic.")
     _outside_legend(fig, drawn, "lower center", ncol=3)
-    ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs), strict=True)],
-                  fontsize=7)
+    ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs), strict=True)], fontsize=7)
     ax.set_xlabel(f"CO2e per trial ({unit.label}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
     # the title says a band only where one is drawn (groups of fewer than MIN_N_CI trials have none)
     banded = "band" in drawn
@@ -567,10 +699,10 @@ def plot_co2e(a: Analysis) -> Plot | None:
     ax.grid(axis="x", alpha=0.3, zorder=Z_SHADE)
     caption = drawn.caption(
         f"CO2e = energy (kWh; {a.measurement.energy_basis}) x carbon intensity "
-        f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh, in {unit.label}.")
+        f"{s.intensity_kg_per_kwh:g} kgCO2e/kWh, in {unit.label}."
+    )
     png = _png(fig, sim)
-    return Plot("co2e", "co2e", "CO2e per group" + (" with sensitivity band" if banded else ""), caption, png,
-                sim, fig)
+    return Plot("co2e", "co2e", "CO2e per group" + (" with sensitivity band" if banded else ""), caption, png, sim, fig)
 
 
 def _labels_by_workload(gs: list[Group]) -> list[str]:
@@ -591,8 +723,7 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
         return None
     h = h.copy()
     h["logical_date"] = pd.to_datetime(h["logical_date"], utc=True, errors="coerce")
-    runs = (h.dropna(subset=["logical_date"]).groupby("run_id")["logical_date"].min()
-            .sort_values().index[-max_runs:])
+    runs = h.dropna(subset=["logical_date"]).groupby("run_id")["logical_date"].min().sort_values().index[-max_runs:]
     h = h[h["run_id"].isin(runs)]
     metrics = list(dict.fromkeys(h["metric"]))[:3]
     sim = a.simulated and any(is_simulated_metric(str(m)) for m in metrics)
@@ -605,15 +736,17 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
         unit = choose_unit(mi.unit, hm["value"].astype(float).tolist())
         for variant, hv in list(hm.groupby("variant", sort=True))[:8]:
             hv = hv.groupby("logical_date")["value"].median().sort_index()
-            line, = ax.plot(hv.index, hv.to_numpy(dtype=float) / unit.factor, "o-", ms=3, lw=1)
+            (line,) = ax.plot(hv.index, hv.to_numpy(dtype=float) / unit.factor, "o-", ms=3, lw=1)
             drawn.add(f"v-{variant}", "", line, variant)
         ax.set_ylabel(_axis_label(mi.label, unit), fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(axis="x", labelsize=7)
     _outside_legend(fig, drawn, "lower center", ncol=2)
     axes[0].set_title(_title(f"Nightly trend, last {len(runs)} runs", sim), fontsize=10)
-    caption = (f"Median per run of each variant (one line and colour each, legend below) over "
-               f"the last {len(runs)} nightly runs.")
+    caption = (
+        f"Median per run of each variant (one line and colour each, legend below) over "
+        f"the last {len(runs)} nightly runs."
+    )
     return Plot("trend", "trend", "Nightly trend", caption, _png(fig, sim), sim, fig)
 
 
@@ -623,12 +756,16 @@ def make_plots(a: Analysis) -> list[Plot]:
     tradeoffs = {t.workload: t for t in a.tradeoffs}
     for workload, kind, groups in a.workloads():
         panels = panel_metrics(a, kind, groups)
-        plots.append(plot_groups(a, workload, groups, panels, f"metric_{_slug(workload)}",
-                                 "metric", f"{workload}: {{names}}"))
+        plots.append(
+            plot_groups(a, workload, groups, panels, f"metric_{_slug(workload)}", "metric", f"{workload}: {{names}}")
+        )
         em = energy_metric(a, groups)
         if em is not None and em not in panels:
-            plots.append(plot_groups(a, workload, groups, [em], f"energy_{_slug(workload)}",
-                                     "energy", f"{workload}: {{names}} per group"))
+            plots.append(
+                plot_groups(
+                    a, workload, groups, [em], f"energy_{_slug(workload)}", "energy", f"{workload}: {{names}} per group"
+                )
+            )
         if workload in tradeoffs:
             plots.append(plot_tradeoff(a, tradeoffs[workload]))
     plots.append(plot_co2e(a))

@@ -10,8 +10,8 @@ column head or axis label, never left to the reader.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from gcbench.units import J_PER_KWH
 
@@ -42,8 +42,10 @@ class Unit:
 
 def _energy(per: str = "", base_j: float = 1.0) -> tuple[Unit, ...]:
     """mJ, J, Wh, kWh, MWh (``per`` appended), for a metric stored in ``base_j`` joules."""
-    return tuple(Unit(f"{name}{per}", j / base_j) for name, j in (
-        ("mJ", 1e-3), ("J", 1.0), ("Wh", 3600.0), ("kWh", J_PER_KWH), ("MWh", 1e3 * J_PER_KWH)))
+    return tuple(
+        Unit(f"{name}{per}", j / base_j)
+        for name, j in (("mJ", 1e-3), ("J", 1.0), ("Wh", 3600.0), ("kWh", J_PER_KWH), ("MWh", 1e3 * J_PER_KWH))
+    )
 
 
 LADDERS: dict[str, tuple[Unit, ...]] = {
@@ -51,11 +53,9 @@ LADDERS: dict[str, tuple[Unit, ...]] = {
     "kWh": _energy(base_j=J_PER_KWH),
     "J/token": (Unit("µJ/token", 1e-6), Unit("mJ/token", 1e-3), Unit("J/token", 1.0)),
     "J/GB": (Unit("mJ/GB", 1e-3), Unit("J/GB", 1.0), Unit("kJ/GB", 1e3)),
-    "kgCO2e": (Unit("mgCO2e", 1e-6), Unit("gCO2e", 1e-3), Unit("kgCO2e", 1.0),
-               Unit("tCO2e", 1e3)),
+    "kgCO2e": (Unit("mgCO2e", 1e-6), Unit("gCO2e", 1e-3), Unit("kgCO2e", 1.0), Unit("tCO2e", 1e3)),
     "s": (Unit("ms", 1e-3), Unit("s", 1.0), Unit("min", 60.0, 10.0), Unit("h", 3600.0, 10.0)),
-    "s/token": (Unit("ns/token", 1e-9), Unit("µs/token", 1e-6), Unit("ms/token", 1e-3),
-                Unit("s/token", 1.0)),
+    "s/token": (Unit("ns/token", 1e-9), Unit("µs/token", 1e-6), Unit("ms/token", 1e-3), Unit("s/token", 1.0)),
     "s/GB": (Unit("ms/GB", 1e-3), Unit("s/GB", 1.0)),
     "W": (Unit("mW", 1e-3), Unit("W", 1.0), Unit("kW", 1e3)),
 }
@@ -65,8 +65,7 @@ fractions) are shown as stored."""
 
 def typical(values: Iterable[float | None]) -> float | None:
     """Median of the finite, non-zero absolute values (None when there are none)."""
-    v = sorted(abs(x) for x in values
-               if x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x != 0)
+    v = sorted(abs(x) for x in values if x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x != 0)
     if not v:
         return None
     mid = len(v) // 2

@@ -75,8 +75,9 @@ class Cell:
         return " ".join(parts)
 
 
-def summary_cell(s: stats.GroupSummary | None, values: np.ndarray | None, unit: Unit,
-                 band: tuple[float, float] | None = None) -> Cell:
+def summary_cell(
+    s: stats.GroupSummary | None, values: np.ndarray | None, unit: Unit, band: tuple[float, float] | None = None
+) -> Cell:
     """A group's cell of one metric: the median and its CI from ``stats.MIN_N_CI``
     trials on, else the trials' values (en dash when none is known)."""
     if s is None or s.n == 0:
@@ -84,8 +85,7 @@ def summary_cell(s: stats.GroupSummary | None, values: np.ndarray | None, unit: 
     if s.n < stats.MIN_N_CI:
         v = values[np.isfinite(values)] if values is not None else np.array([])
         return Cell("trials: " + ", ".join(fmt_in(float(x), unit) for x in v), trials=True)
-    return Cell(fmt_in(s.median, unit), fmt_ci(s.ci_low, s.ci_high, unit),
-                fmt_ci(*band, unit) if band else "")
+    return Cell(fmt_in(s.median, unit), fmt_ci(s.ci_low, s.ci_high, unit), fmt_ci(*band, unit) if band else "")
 
 
 def pooled_cell(p: stats.RatioSummary | None, unit: Unit) -> Cell:
@@ -123,8 +123,9 @@ def identical_columns(x: pd.Series, y: pd.Series) -> bool:
     a, b = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
     if not np.isfinite(a).any():
         return False
-    return bool(np.array_equal(np.isnan(a), np.isnan(b))
-                and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-12, atol=0))
+    return bool(
+        np.array_equal(np.isnan(a), np.isnan(b)) and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)], rtol=1e-12, atol=0)
+    )
 
 
 def shown_metrics(a: Analysis, workload: str, kind: str, groups: list[Group]) -> tuple[list[str], list[str]]:
@@ -144,8 +145,10 @@ def shown_metrics(a: Analysis, workload: str, kind: str, groups: list[Group]) ->
             shown.append(m)
             continue
         why = " (CPU energy unknown)" if m == "total_energy_j" else ""
-        notes.append(f"{info(m).label} equals {info(same).label} in every trial{why}, "
-                     f"so it is shown once (both are in groups.csv).")
+        notes.append(
+            f"{info(m).label} equals {info(same).label} in every trial{why}, "
+            f"so it is shown once (both are in groups.csv)."
+        )
     return shown, notes
 
 
@@ -164,8 +167,13 @@ def column_unit(groups: list[Group], metric: str) -> Unit:
 def _unknown_reason(a: Analysis, workload: str, metric: str) -> str:
     df = a.trials[(a.trials["workload"] == workload) & a.trials["used"]]
     if metric == "cpu_energy_j":
-        why = sorted({str(m).removeprefix("unavailable").lstrip(":; ").strip()
-                      for m in df["cpu_method"] if m and str(m).startswith("unavailable")})
+        why = sorted(
+            {
+                str(m).removeprefix("unavailable").lstrip(":; ").strip()
+                for m in df["cpu_method"]
+                if m and str(m).startswith("unavailable")
+            }
+        )
         why = [w for w in why if w]
         return f" ({'; '.join(why)})" if why else " (RAPL not readable)"
     return ""
@@ -184,8 +192,7 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
         head = f"{mi.label} ({unit.label})" if unit.label else mi.label
         cols.append(Column(m, head, f"median [{conf} % CI]", unit, sim))
         if m in RATIOS and any(m in g.pooled for g in groups):
-            cols.append(Column(m, head, f"pooled {RATIOS[m].formula} [{conf} % CI]", unit, sim,
-                               pooled=True))
+            cols.append(Column(m, head, f"pooled {RATIOS[m].formula} [{conf} % CI]", unit, sim, pooled=True))
     rows = []
     small: dict[str, int] = {}
     methods: dict[str, list[str]] = {}
@@ -201,45 +208,71 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
             if s is not None and 0 < s.n < stats.MIN_N_CI:
                 small[g.variant] = max(small.get(g.variant, 0), s.n)
             if s is not None and s.n >= stats.MIN_N_CI and s.ci_method not in (None, "BCa"):
-                methods.setdefault(s.ci_reason or s.ci_method, []).append(
-                    f"{g.variant} {info(c.metric).label}")
-        rows.append(dict(
-            variant=g.variant, factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
-            n_valid=g.n_valid, n_trials=g.n_trials, n_invalid=g.n_invalid,
-            n_failed=g.n_failed + g.n_skipped, inconclusive=g.inconclusive,
-            simulated=g.simulated, cells=cells,
-            not_in_effect=[not_in_effect_mark(g, k) for k in g.not_in_effect],
-            not_in_effect_text=list(g.not_in_effect.values())))
+                methods.setdefault(s.ci_reason or s.ci_method, []).append(f"{g.variant} {info(c.metric).label}")
+        rows.append(
+            dict(
+                variant=g.variant,
+                factors=", ".join(f"{k}={v}" for k, v in sorted(g.factors.items())),
+                n_valid=g.n_valid,
+                n_trials=g.n_trials,
+                n_invalid=g.n_invalid,
+                n_failed=g.n_failed + g.n_skipped,
+                inconclusive=g.inconclusive,
+                simulated=g.simulated,
+                cells=cells,
+                not_in_effect=[not_in_effect_mark(g, k) for k in g.not_in_effect],
+                not_in_effect_text=list(g.not_in_effect.values()),
+            )
+        )
     marked = [g for g in groups if g.not_in_effect]
     if marked:
         factors = sorted({k for g in marked for k in g.not_in_effect if k in g.factors})
-        notes.insert(0, "Requested settings not in effect: " + "; ".join(
-            f"{g.variant}: {why}" for g in marked for why in g.not_in_effect.values()) + "."
-            + (f" These groups are not compared along {', '.join(factors)} (see Comparisons): "
-               f"their work is not what the labels say." if factors else ""))
+        notes.insert(
+            0,
+            "Requested settings not in effect: "
+            + "; ".join(f"{g.variant}: {why}" for g in marked for why in g.not_in_effect.values())
+            + "."
+            + (
+                f" These groups are not compared along {', '.join(factors)} (see Comparisons): "
+                f"their work is not what the labels say."
+                if factors
+                else ""
+            ),
+        )
     if small:
         names = ", ".join(f"{v} ({n} valid)" for v, n in small.items())
-        notes.insert(0, f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid "
-                        f"trials: {names}. Their cells list each trial's value (\"trials: ...\"); "
-                        f"a bootstrap CI needs at least {stats.MIN_N_CI} trials"
-                        + (" (pooled values of these groups are shown without a CI)."
-                           if any(c.pooled for c in cols) else "."))
+        notes.insert(
+            0,
+            f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid "
+            f'trials: {names}. Their cells list each trial\'s value ("trials: ..."); '
+            f"a bootstrap CI needs at least {stats.MIN_N_CI} trials"
+            + (" (pooled values of these groups are shown without a CI)." if any(c.pooled for c in cols) else "."),
+        )
     for why, where in methods.items():
         notes.append(f"CI note ({why}): {'; '.join(where)}.")
     for c in cols:
-        if not c.pooled and all(g.summaries.get(c.metric) is None or g.summaries[c.metric].n == 0
-                                for g in groups):
-            notes.append(f"{info(c.metric).label} is unknown in every trial"
-                         f"{_unknown_reason(a, workload, c.metric)}: shown as {DASH}, never 0.")
+        if not c.pooled and all(g.summaries.get(c.metric) is None or g.summaries[c.metric].n == 0 for g in groups):
+            notes.append(
+                f"{info(c.metric).label} is unknown in every trial"
+                f"{_unknown_reason(a, workload, c.metric)}: shown as {DASH}, never 0."
+            )
     paired = [c.metric for c in cols if not c.pooled and c.metric in RATIOS]
     if any(c.pooled for c in cols):
-        left = [f"{g.variant} ({g.summaries[paired[0]].n_excluded})" for g in groups
-                if paired and g.summaries[paired[0]].n_excluded]
-        notes.append("Ratios: the median of the per-trial ratios and the pooled estimate "
-                     "(sum over the group's trials of the numerator / sum of the denominator, "
-                     "its CI from resampling whole trials) come from the same valid trials"
-                     + (f"; trials where any ratio of the row was unknown are left out of all of "
-                        f"them: {', '.join(left)}." if left else "."))
+        left = [
+            f"{g.variant} ({g.summaries[paired[0]].n_excluded})"
+            for g in groups
+            if paired and g.summaries[paired[0]].n_excluded
+        ]
+        notes.append(
+            "Ratios: the median of the per-trial ratios and the pooled estimate "
+            "(sum over the group's trials of the numerator / sum of the denominator, "
+            "its CI from resampling whole trials) come from the same valid trials"
+            + (
+                f"; trials where any ratio of the row was unknown are left out of all of them: {', '.join(left)}."
+                if left
+                else "."
+            )
+        )
     return Table(cols, rows, notes)
 
 
@@ -261,34 +294,52 @@ def tradeoff_rows(a: Analysis, t) -> Table:
     em, tm = info(t.energy_metric), info(t.time_metric)
     groups = [c.group for c in t.configs]
     ue, ut = column_unit(groups, t.energy_metric), column_unit(groups, t.time_metric)
-    cols = [Column(t.energy_metric, f"{em.label} ({ue.label})", f"median [{conf} % CI]", ue,
-                   t.simulated),
-            Column(t.time_metric, f"{tm.label} ({ut.label})", f"median [{conf} % CI]", ut, False),
-            Column(t.energy_metric, f"Δ {em.label}", f"vs baseline [{conf} % CI]", ue, t.simulated),
-            Column(t.time_metric, f"Δ {tm.label}", f"vs baseline [{conf} % CI]", ut, False)]
+    cols = [
+        Column(t.energy_metric, f"{em.label} ({ue.label})", f"median [{conf} % CI]", ue, t.simulated),
+        Column(t.time_metric, f"{tm.label} ({ut.label})", f"median [{conf} % CI]", ut, False),
+        Column(t.energy_metric, f"Δ {em.label}", f"vs baseline [{conf} % CI]", ue, t.simulated),
+        Column(t.time_metric, f"Δ {tm.label}", f"vs baseline [{conf} % CI]", ut, False),
+    ]
     shown = ([t.baseline] if t.baseline is not None and not t.baseline.on_front else []) + t.front
     rows = []
     for c in shown:
         g = c.group
-        cells = [summary_cell(c.energy, g.values.get(t.energy_metric), ue),
-                 summary_cell(c.time, g.values.get(t.time_metric), ut)]
+        cells = [
+            summary_cell(c.energy, g.values.get(t.energy_metric), ue),
+            summary_cell(c.time, g.values.get(t.time_metric), ut),
+        ]
         for d in (c.d_energy, c.d_time):
-            cells.append(Cell("baseline") if c.is_baseline else
-                         Cell("not compared") if c.not_compared else
-                         Cell(DASH) if d is None else Cell(fmt_pct(d.pct_change), fmt_pct_ci(d)))
-        rows.append(dict(config=c.label, variant=g.variant, n_valid=g.n_valid,
-                         baseline=c.is_baseline, front=c.on_front, cells=cells))
+            cells.append(
+                Cell("baseline")
+                if c.is_baseline
+                else Cell("not compared")
+                if c.not_compared
+                else Cell(DASH)
+                if d is None
+                else Cell(fmt_pct(d.pct_change), fmt_pct_ci(d))
+            )
+        rows.append(
+            dict(
+                config=c.label,
+                variant=g.variant,
+                n_valid=g.n_valid,
+                baseline=c.is_baseline,
+                front=c.on_front,
+                cells=cells,
+            )
+        )
     notes = []
     if t.baseline is None:
-        notes.append("The baseline configuration (every factor at its baseline level) was "
-                     "not run: no changes against it.")
+        notes.append(
+            "The baseline configuration (every factor at its baseline level) was not run: no changes against it."
+        )
     elif not t.baseline.on_front:
-        notes.append(f"The baseline ({t.baseline.label}) is not on the Pareto front; it is "
-                     f"listed first for reference.")
+        notes.append(f"The baseline ({t.baseline.label}) is not on the Pareto front; it is listed first for reference.")
     skipped = [c for c in shown if c.not_compared]
     if skipped:
-        notes.append("Not compared with the baseline: " + "; ".join(
-            f"{c.label} ({c.not_compared})" for c in skipped) + ".")
+        notes.append(
+            "Not compared with the baseline: " + "; ".join(f"{c.label} ({c.not_compared})" for c in skipped) + "."
+        )
     if any(c.d_energy is not None and c.d_energy.pct_ci_low is None for c in shown):
         notes.append(f"A change without a CI: a group has fewer than {stats.MIN_N_CI} valid trials.")
     return Table(cols, rows, notes)

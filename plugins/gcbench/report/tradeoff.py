@@ -54,8 +54,7 @@ ENERGY_TIME: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """Per kind measured over a fixed window: (energy metric candidates, time metric)."""
 
-DEFAULT_ENERGY_TIME: tuple[tuple[str, ...], str] = (("total_energy_j", "gpu_energy_j"),
-                                                    "duration_s")
+DEFAULT_ENERGY_TIME: tuple[tuple[str, ...], str] = (("total_energy_j", "gpu_energy_j"), "duration_s")
 """Workloads of fixed work: the run's energy (GPU + CPU where known in every trial) and
 time."""
 
@@ -145,8 +144,7 @@ class LevelEffect:
 
     def with_ci(self) -> list[tuple[str, stats.Comparison, stats.Comparison]]:
         """The contexts where both changes have a CI."""
-        return [c for c in self.contexts
-                if c[1].pct_ci_low is not None and c[2].pct_ci_low is not None]
+        return [c for c in self.contexts if c[1].pct_ci_low is not None and c[2].pct_ci_low is not None]
 
 
 @dataclass
@@ -181,8 +179,7 @@ class Tradeoff:
     @property
     def front(self) -> list[Config]:
         """The Pareto front's configurations, fastest first."""
-        return sorted((c for c in self.configs if c.on_front),
-                      key=lambda c: (c.time.median, c.energy.median))
+        return sorted((c for c in self.configs if c.on_front), key=lambda c: (c.time.median, c.energy.median))
 
     @property
     def headlines(self) -> list[str]:
@@ -223,22 +220,22 @@ def _signed_range(values: list[float]) -> str:
     return f"{lo:+.2f} %" if abs(hi - lo) < 0.005 else f"{lo:+.2f} % to {hi:+.2f} %"
 
 
-def effect_phrase(d_energy: list[float], d_time: list[float], energy_label: str,
-                  time_label: str) -> str:
+def effect_phrase(d_energy: list[float], d_time: list[float], energy_label: str, time_label: str) -> str:
     """The change in words: ``saved 4.60-9.60 % energy for 0.70-1.90 % more time`` when
     every energy change is a saving and every time change a loss; otherwise the signed
     ranges (``changed energy by -2.00 % to +1.00 % and time by +3.00 %``)."""
     if max(d_energy) < 0 and min(d_time) > 0:
-        return (f"saved {_pct_range([-x for x in d_energy])} {energy_label} for "
-                f"{_pct_range(d_time)} more {time_label}")
+        return f"saved {_pct_range([-x for x in d_energy])} {energy_label} for {_pct_range(d_time)} more {time_label}"
     if max(d_energy) < 0 and max(d_time) <= 0:
-        return (f"saved {_pct_range([-x for x in d_energy])} {energy_label} and "
-                f"{_pct_range([-x for x in d_time])} {time_label}")
+        return (
+            f"saved {_pct_range([-x for x in d_energy])} {energy_label} and "
+            f"{_pct_range([-x for x in d_time])} {time_label}"
+        )
     if min(d_energy) > 0 and max(d_time) < 0:
-        return (f"spent {_pct_range(d_energy)} more {energy_label} to save "
-                f"{_pct_range([-x for x in d_time])} {time_label}")
-    return (f"changed {energy_label} by {_signed_range(d_energy)} and {time_label} by "
-            f"{_signed_range(d_time)}")
+        return (
+            f"spent {_pct_range(d_energy)} more {energy_label} to save {_pct_range([-x for x in d_time])} {time_label}"
+        )
+    return f"changed {energy_label} by {_signed_range(d_energy)} and {time_label} by {_signed_range(d_time)}"
 
 
 def _with_ci(v: float | None) -> float:
@@ -262,18 +259,22 @@ def effect_headline(t: Tradeoff, e: LevelEffect, conf: int) -> str:
     if len(ok) == 1:
         ctx, ce, ct = ok[0]
         where = f" ({ctx})" if ctx else ""
-        return (f"{prefix}{t.workload}: {x} {words} against {y}{where} "
-                f"({conf} % CI of the {el} change {ce.pct_ci_low:+.2f} % to "
-                f"{ce.pct_ci_high:+.2f} %, of the {tl} change {ct.pct_ci_low:+.2f} % to "
-                f"{ct.pct_ci_high:+.2f} %).")
+        return (
+            f"{prefix}{t.workload}: {x} {words} against {y}{where} "
+            f"({conf} % CI of the {el} change {ce.pct_ci_low:+.2f} % to "
+            f"{ce.pct_ci_high:+.2f} %, of the {tl} change {ct.pct_ci_low:+.2f} % to "
+            f"{ct.pct_ci_high:+.2f} %)."
+        )
     others = sorted({k for g in t.configs for k in g.group.factors if k != e.factor})
     lo_e = min(_with_ci(c[1].pct_ci_low) for c in ok)
     hi_e = max(_with_ci(c[1].pct_ci_high) for c in ok)
     lo_t = min(_with_ci(c[2].pct_ci_low) for c in ok)
     hi_t = max(_with_ci(c[2].pct_ci_high) for c in ok)
-    return (f"{prefix}{t.workload}: {x} against {y} {words} over {len(ok)} configurations "
-            f"of {', '.join(others)} ({conf} % CIs of the {el} changes within {lo_e:+.2f} % "
-            f"to {hi_e:+.2f} %, of the {tl} changes within {lo_t:+.2f} % to {hi_t:+.2f} %).")
+    return (
+        f"{prefix}{t.workload}: {x} against {y} {words} over {len(ok)} configurations "
+        f"of {', '.join(others)} ({conf} % CIs of the {el} changes within {lo_e:+.2f} % "
+        f"to {hi_e:+.2f} %, of the {tl} changes within {lo_t:+.2f} % to {hi_t:+.2f} %)."
+    )
 
 
 def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
@@ -299,29 +300,45 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                 if m not in g.summaries:
                     summarise_metric(g, m, a.settings)
         base_levels = {k: baseline_level(k, lv, a.settings) for k, lv in levels.items()}
-        configs = [Config(group=g, label=_label(g.factors) or g.variant,
-                          energy=g.summaries[em], time=g.summaries[tm]) for g in groups]
-        base = next((c for c in configs
-                     if all(c.group.factors.get(k) == v for k, v in base_levels.items())), None)
+        configs = [
+            Config(group=g, label=_label(g.factors) or g.variant, energy=g.summaries[em], time=g.summaries[tm])
+            for g in groups
+        ]
+        base = next((c for c in configs if all(c.group.factors.get(k) == v for k, v in base_levels.items())), None)
         if base is not None:
             base.is_baseline = True
-        pts = [(c.time.median if c.time.median is not None else np.nan,
-                c.energy.median if c.energy.median is not None else np.nan) for c in configs]
+        pts = [
+            (
+                c.time.median if c.time.median is not None else np.nan,
+                c.energy.median if c.energy.median is not None else np.nan,
+            )
+            for c in configs
+        ]
         for i in pareto_front(pts):
             configs[i].on_front = True
         if base is not None:
             for c in configs:
                 if c is not base:
-                    differ = [k for k in set(c.group.factors) | set(base.group.factors)
-                              if c.group.factors.get(k) != base.group.factors.get(k)]
+                    differ = [
+                        k
+                        for k in set(c.group.factors) | set(base.group.factors)
+                        if c.group.factors.get(k) != base.group.factors.get(k)
+                    ]
                     c.not_compared = not_compared_reason(c.group, base.group, sorted(differ))
                     if c.not_compared:
                         continue
                     c.d_energy = a.comparison(c.group, base.group, em)
                     c.d_time = a.comparison(c.group, base.group, tm)
-        t = Tradeoff(workload=workload, kind=kind, factors=factors, energy_metric=em,
-                     time_metric=tm, configs=configs, baseline=base,
-                     simulated=any(g.simulated for g in groups) and is_simulated_metric(em))
+        t = Tradeoff(
+            workload=workload,
+            kind=kind,
+            factors=factors,
+            energy_metric=em,
+            time_metric=tm,
+            configs=configs,
+            baseline=base,
+            simulated=any(g.simulated for g in groups) and is_simulated_metric(em),
+        )
         for f in factors:
             b = base_levels[f]
             by_rest: dict[str, dict[str, Group]] = {}
@@ -345,8 +362,10 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                 e.headline = effect_headline(t, e, conf)
                 if not e.headline:
                     if e.contexts:
-                        e.reason = (f"no configuration has a CI for both changes (at least "
-                                    f"{stats.MIN_N_CI} valid trials per group needed)")
+                        e.reason = (
+                            f"no configuration has a CI for both changes (at least "
+                            f"{stats.MIN_N_CI} valid trials per group needed)"
+                        )
                     elif e.not_compared:
                         e.reason = "not compared: " + "; ".join(dict.fromkeys(w for _, w in e.not_compared))
                     else:
@@ -354,5 +373,3 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                 t.effects.append(e)
         out.append(t)
     return out
-
-

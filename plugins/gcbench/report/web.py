@@ -135,16 +135,21 @@ def list_runs(root: Path, plan: str) -> list[dict]:
         if not (run_dir / REPORT_FILE).is_file():
             continue
         s = _read_summary(run_dir)
-        runs.append(dict(
-            run_id=s.get("run_id") or run_dir.name, folder=run_dir.name,
-            logical_date=s.get("logical_date"),
-            generated_at=s.get("generated_at"), simulated=bool(s.get("simulated", False)),
-            title=s.get("title") or f"GC-Bench report: {plan}",
-            headlines=list(s.get("headlines") or []), counts=s.get("counts") or {},
-            url=f"reports/{quote(plan, safe='')}/{quote(run_dir.name, safe='')}/{REPORT_FILE}",
-            files=sorted(p.name for p in run_dir.iterdir() if p.is_file()),
-            mtime=(run_dir / REPORT_FILE).stat().st_mtime,
-        ))
+        runs.append(
+            dict(
+                run_id=s.get("run_id") or run_dir.name,
+                folder=run_dir.name,
+                logical_date=s.get("logical_date"),
+                generated_at=s.get("generated_at"),
+                simulated=bool(s.get("simulated", False)),
+                title=s.get("title") or f"GC-Bench report: {plan}",
+                headlines=list(s.get("headlines") or []),
+                counts=s.get("counts") or {},
+                url=f"reports/{quote(plan, safe='')}/{quote(run_dir.name, safe='')}/{REPORT_FILE}",
+                files=sorted(p.name for p in run_dir.iterdir() if p.is_file()),
+                mtime=(run_dir / REPORT_FILE).stat().st_mtime,
+            )
+        )
     runs.sort(key=lambda r: (r["logical_date"] or "", r["mtime"]), reverse=True)
     return runs
 
@@ -203,20 +208,24 @@ async def airflow_access(request: Request) -> Access:
 
         manager = get_auth_manager()
     except RuntimeError:
-        raise HTTPException(status_code=503, detail="no Airflow auth manager in this process: serve the GC-Bench "
-                                                    "pages through Airflow's API server") from None
+        raise HTTPException(
+            status_code=503,
+            detail="no Airflow auth manager in this process: serve the GC-Bench pages through Airflow's API server",
+        ) from None
     credentials = await bearer_scheme(request)
     user = await get_user(request, None, credentials)
 
     def can_read(dag_id: str) -> bool:
-        return bool(manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
-                                              details=DagDetails(id=dag_id), user=user))
+        return bool(
+            manager.is_authorized_dag(
+                method="GET", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+            )
+        )
 
     return Access(user=user, can_read=can_read)
 
 
-ACCESS_NOTE = ("These pages are behind Airflow's login: each user sees the plans whose DAG runs "
-               "Airflow lets them read.")
+ACCESS_NOTE = "These pages are behind Airflow's login: each user sees the plans whose DAG runs Airflow lets them read."
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -235,38 +244,45 @@ th {{ background: #f2f5f8; }}
 
 def _index_html(plans: list[dict], root: Path) -> str:
     e = html.escape
-    parts = ['<p class="small">Report links are relative to the reports folder '
-             '(<code>&lt;plan&gt;/&lt;run&gt;/report.html</code>).</p>']
+    parts = [
+        '<p class="small">Report links are relative to the reports folder '
+        "(<code>&lt;plan&gt;/&lt;run&gt;/report.html</code>).</p>"
+    ]
     if not plans:
-        parts.append("<p>No reports yet. Run a plan's DAG (gcbench__&lt;plan&gt;) and its "
-                     "report task writes one here.</p>")
+        parts.append(
+            "<p>No reports yet. Run a plan's DAG (gcbench__&lt;plan&gt;) and its report task writes one here.</p>"
+        )
     for p in plans:
-        parts.append(f'<h2 id="plan-{e(p["plan"])}">{e(p["plan"])} '
-                     f'<span class="small">DAG {e(p["dag_id"])}</span></h2>')
+        parts.append(
+            f'<h2 id="plan-{e(p["plan"])}">{e(p["plan"])} <span class="small">DAG {e(p["dag_id"])}</span></h2>'
+        )
         if not p["runs"]:
             parts.append("<p class='small'>No reports for this plan yet.</p>")
             continue
-        rows = ["<tr><th>run</th><th>logical date</th><th>trials (valid)</th>"
-                "<th>headlines</th><th>files</th></tr>"]
+        rows = ["<tr><th>run</th><th>logical date</th><th>trials (valid)</th><th>headlines</th><th>files</th></tr>"]
         for r in p["runs"]:
             base = r["url"].rsplit("/", 1)[0]
             sim = '<span class="sim">SIMULATED</span> ' if r["simulated"] else ""
             counts = r["counts"]
-            trials = (f'{counts.get("total", "?")} ({counts.get("valid", "?")})'
-                      if counts else "")
+            trials = f"{counts.get('total', '?')} ({counts.get('valid', '?')})" if counts else ""
             heads = "<br>".join(e(h) for h in r["headlines"][:3])
-            files = " ".join(f'<a href="{base}/{quote(f)}">{e(f)}</a>' for f in r["files"]
-                             if not f.endswith(".png"))
-            rows.append(f'<tr><td>{sim}<a href="{r["url"]}">{e(r["run_id"])}</a></td>'
-                        f'<td>{e(r["logical_date"] or "")}</td><td>{e(trials)}</td>'
-                        f'<td class="small">{heads}</td><td class="small">{files}</td></tr>')
+            files = " ".join(f'<a href="{base}/{quote(f)}">{e(f)}</a>' for f in r["files"] if not f.endswith(".png"))
+            rows.append(
+                f'<tr><td>{sim}<a href="{r["url"]}">{e(r["run_id"])}</a></td>'
+                f"<td>{e(r['logical_date'] or '')}</td><td>{e(trials)}</td>"
+                f'<td class="small">{heads}</td><td class="small">{files}</td></tr>'
+            )
         parts.append("<table>" + "".join(rows) + "</table>")
     parts.append(f'<footer class="small" id="access-note">{ACCESS_NOTE}</footer>')
     return _PAGE.format(title="GC-Bench reports", body="\n".join(parts))
 
 
-def create_app(root: Path | None = None, plans_dir: Path | None = None, *,
-               access: Callable[[Request], Awaitable[Access]] | None = airflow_access) -> FastAPI:
+def create_app(
+    root: Path | None = None,
+    plans_dir: Path | None = None,
+    *,
+    access: Callable[[Request], Awaitable[Access]] | None = airflow_access,
+) -> FastAPI:
     """The app; ``root`` and ``plans_dir`` default to :func:`reports_root` and
     :func:`plans_root`, read at each request (so the environment may change).
 
@@ -335,12 +351,13 @@ def create_app(root: Path | None = None, plans_dir: Path | None = None, *,
             raise HTTPException(status_code=403, detail="refused") from None
         _inside(_root(), folder.parent.name, folder.name)
         if (folder / REPORT_FILE).is_file():
-            url = (f"../../reports/{quote(folder.parent.name, safe='')}/"
-                   f"{quote(folder.name, safe='')}/{REPORT_FILE}")
+            url = f"../../reports/{quote(folder.parent.name, safe='')}/{quote(folder.name, safe='')}/{REPORT_FILE}"
             return RedirectResponse(url=url)
-        body = (f"<p>No report yet for run <code>{html.escape(run_id)}</code> of "
-                f"<code>{html.escape(dag_id)}</code>: its report task has not finished. "
-                f'<a href="../../">All reports</a></p>')
+        body = (
+            f"<p>No report yet for run <code>{html.escape(run_id)}</code> of "
+            f"<code>{html.escape(dag_id)}</code>: its report task has not finished. "
+            f'<a href="../../">All reports</a></p>'
+        )
         return HTMLResponse(_PAGE.format(title="GC-Bench report", body=body), status_code=404)
 
     return app

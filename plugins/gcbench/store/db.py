@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
 
 from gcbench.errors import StoreError
 
@@ -184,7 +184,9 @@ def migrate(conn) -> list[int]:
                     continue
                 try:
                     cur.execute(sql)
-                    cur.execute("INSERT INTO gcbench.schema_migrations (version, name) VALUES (%s, %s)", (version, name))
+                    cur.execute(
+                        "INSERT INTO gcbench.schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+                    )
                     conn.commit()
                 except psycopg2.Error as exc:
                     conn.rollback()

@@ -29,9 +29,10 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gcbench.errors import GCBenchError
 
@@ -141,15 +142,23 @@ def holders(conn, key: str) -> list[str]:
             "SELECT a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::oid "
             "AND l.objid = (hashtext(%s)::bigint & 4294967295)::oid AND l.objsubid = 2",
-            (LOCK_CLASS, key))
+            (LOCK_CLASS, key),
+        )
         rows = cur.fetchall()
     return [f"{name or 'another session'} (since {started:%Y-%m-%d %H:%M:%S %Z})" for name, started in rows]
 
 
 @contextmanager
-def hold_gpus(devices: list[int], holder: str, *, host: str | None = None, url: str | None = None,
-              timeout_s: float | None = None, log: Callable[[str], None] = print,
-              should_stop: Callable[[], object] | None = None) -> Iterator[GpuLease]:
+def hold_gpus(
+    devices: list[int],
+    holder: str,
+    *,
+    host: str | None = None,
+    url: str | None = None,
+    timeout_s: float | None = None,
+    log: Callable[[str], None] = print,
+    should_stop: Callable[[], object] | None = None,
+) -> Iterator[GpuLease]:
     """Lease a trial's GPUs for the duration of the ``with`` block.
 
     Args:
@@ -186,20 +195,29 @@ def hold_gpus(devices: list[int], holder: str, *, host: str | None = None, url: 
         except (psycopg2.OperationalError, psycopg2.InterfaceError) as exc:
             from gcbench.errors import StoreError
 
-            raise StoreError(f"lost the results database while leasing GPUs {', '.join(keys)}: "
-                             f"{str(exc).strip()}") from exc
+            raise StoreError(
+                f"lost the results database while leasing GPUs {', '.join(keys)}: {str(exc).strip()}"
+            ) from exc
         lease = GpuLease(keys, wait_s, holder, conn)
         log(f"GPUs {', '.join(keys)} leased" + (f" after waiting {wait_s:.1f} s" if wait_s >= 0.05 else ""))
         yield lease
         if not lease.alive():
-            log(f"warning: the lease of GPUs {', '.join(keys)} was lost during the trial "
-                "(the results database connection dropped); another trial may have started on them")
+            log(
+                f"warning: the lease of GPUs {', '.join(keys)} was lost during the trial "
+                "(the results database connection dropped); another trial may have started on them"
+            )
     finally:
         conn.close()  # ends the session: PostgreSQL releases every lock it held
 
 
-def _acquire(conn, keys: list[str], holder: str, timeout: float, log: Callable[[str], None],
-             should_stop: Callable[[], object] | None) -> float:
+def _acquire(
+    conn,
+    keys: list[str],
+    holder: str,
+    timeout: float,
+    log: Callable[[str], None],
+    should_stop: Callable[[], object] | None,
+) -> float:
     """Take the locks of ``keys`` in order on ``conn``; returns the seconds waited."""
     import psycopg2
 
@@ -221,9 +239,12 @@ def _acquire(conn, keys: list[str], holder: str, timeout: float, log: Callable[[
                 if should_stop is not None and should_stop():
                     raise LeaseAborted(f"stopped while waiting for GPU {key}") from None
                 if waited >= timeout:
-                    raise GpuBusyError(keys, f"GPU {key} still in use after waiting {waited:.0f} s "
-                                             f"(GCBENCH_GPU_LOCK_TIMEOUT_S={timeout:.0f}); held by "
-                                             f"{', '.join(holders(conn, key)) or 'unknown'}") from None
+                    raise GpuBusyError(
+                        keys,
+                        f"GPU {key} still in use after waiting {waited:.0f} s "
+                        f"(GCBENCH_GPU_LOCK_TIMEOUT_S={timeout:.0f}); held by "
+                        f"{', '.join(holders(conn, key)) or 'unknown'}",
+                    ) from None
                 if time.monotonic() >= next_log:
                     who = ", ".join(holders(conn, key)) or "another trial"
                     log(f"waiting for GPU {key} ({waited:.0f} s so far): in use by {who}")

@@ -41,16 +41,24 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from gcbench.energy.base import SAMPLE_COLUMNS
 from gcbench.errors import StoreError, TrialError
 from gcbench.spec import TrialSpec
-from gcbench.store.sanitize import (IngestNotes, check_result_shape, clean_json, clean_text, decode_utf8, parse_int,
-                                    pg_time)
+from gcbench.store.sanitize import (
+    IngestNotes,
+    check_result_shape,
+    clean_json,
+    clean_text,
+    decode_utf8,
+    parse_int,
+    pg_time,
+)
 
 LOG_TAIL_BYTES = 4000
 MAX_RESULT_BYTES = 64 << 20
@@ -101,10 +109,24 @@ class CollectOutcome:
 def metric_unit(name: str) -> str | None:
     """The unit of a metric from its name (``gpu_energy_j`` -> ``J``)."""
     table = [
-        ("j_per_token", "J/token"), ("j_per_gb", "J/GB"), ("gb_per_s", "GB/s"), ("tokens_per_s", "tokens/s"),
-        ("samples_per_s", "samples/s"), ("steps_per_s", "steps/s"), ("_kwh", "kWh"), ("co2e_kg", "kgCO2e"), ("_j", "J"), ("_w", "W"),
-        ("_s", "s"), ("_c", "degC"), ("_mhz", "MHz"), ("bytes", "B"), ("size_bytes", "B"), ("tokens", "tokens"),
-        ("_rel", "1"), ("accuracy", "1"),
+        ("j_per_token", "J/token"),
+        ("j_per_gb", "J/GB"),
+        ("gb_per_s", "GB/s"),
+        ("tokens_per_s", "tokens/s"),
+        ("samples_per_s", "samples/s"),
+        ("steps_per_s", "steps/s"),
+        ("_kwh", "kWh"),
+        ("co2e_kg", "kgCO2e"),
+        ("_j", "J"),
+        ("_w", "W"),
+        ("_s", "s"),
+        ("_c", "degC"),
+        ("_mhz", "MHz"),
+        ("bytes", "B"),
+        ("size_bytes", "B"),
+        ("tokens", "tokens"),
+        ("_rel", "1"),
+        ("accuracy", "1"),
     ]
     for suffix, unit in table:
         if name.endswith(suffix) or name == suffix.strip("_"):
@@ -136,7 +158,7 @@ def read_log_tail(outdir: Path, limit: int = LOG_TAIL_BYTES, notes: IngestNotes 
             data = data[skip:]
         text = clean_text(decode_utf8(data, f"log tail ({name})", notes), f"log tail ({name})", notes)
         parts.append(f"--- {name} ---\n" + text)
-    return "\n".join(parts)[-limit * 2:]
+    return "\n".join(parts)[-limit * 2 :]
 
 
 def _pg_float(field: bytes) -> bytes | None:
@@ -342,12 +364,17 @@ class SampleCopy(NamedTuple):
             why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
             notes.add(f"samples.csv: {sum(self.dropped.values())} row(s) not stored ({why})")
         for col, n in sorted(self.nulled.items()):
-            notes.add(f"samples.csv: {col} stored as NULL in {n} row(s) (not a value the column holds: "
-                      f"{'an unsigned 64-bit integer' if col in _UINT64_COLUMNS else 'a finite number'}); "
-                      f"the rows kept", nulled=n)
+            notes.add(
+                f"samples.csv: {col} stored as NULL in {n} row(s) (not a value the column holds: "
+                f"{'an unsigned 64-bit integer' if col in _UINT64_COLUMNS else 'a finite number'}); "
+                f"the rows kept",
+                nulled=n,
+            )
         for col, n in sorted(self.repaired.items()):
-            notes.add(f"samples.csv: {col} of {n} row(s) stored with invalid UTF-8 or NUL bytes replaced "
-                      f"with U+FFFD", repaired=n)
+            notes.add(
+                f"samples.csv: {col} of {n} row(s) stored with invalid UTF-8 or NUL bytes replaced with U+FFFD",
+                repaired=n,
+            )
 
 
 def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
@@ -380,16 +407,27 @@ def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
         cur.execute(f"DELETE FROM samples WHERE trial_pk = %s AND t_s IN {_NON_FINITE}", (trial_pk,))
         dropped = Counter({"t_s not a finite number": cur.rowcount} if cur.rowcount else {})
         others = [c for c in _FLOAT_COLUMNS if c != "t_s"]
-        cur.execute(f"SELECT {', '.join(f'count(*) FILTER (WHERE {c} IN {_NON_FINITE})' for c in others)} "
-                    f"FROM samples WHERE trial_pk = %s", (trial_pk,))
+        cur.execute(
+            f"SELECT {', '.join(f'count(*) FILTER (WHERE {c} IN {_NON_FINITE})' for c in others)} "
+            f"FROM samples WHERE trial_pk = %s",
+            (trial_pk,),
+        )
         nulled = Counter({c: n for c, n in zip(others, cur.fetchone(), strict=True) if n})
         if nulled:
-            cur.execute(f"UPDATE samples SET {', '.join(f'{c} = CASE WHEN {c} IN {_NON_FINITE} THEN NULL ELSE {c} END' for c in nulled)} "
-                        f"WHERE trial_pk = %s AND ({' OR '.join(f'{c} IN {_NON_FINITE}' for c in nulled)})", (trial_pk,))
+            cur.execute(
+                f"UPDATE samples SET {', '.join(f'{c} = CASE WHEN {c} IN {_NON_FINITE} THEN NULL ELSE {c} END' for c in nulled)} "
+                f"WHERE trial_pk = %s AND ({' OR '.join(f'{c} IN {_NON_FINITE}' for c in nulled)})",
+                (trial_pk,),
+            )
         cur.execute("RELEASE SAVEPOINT gcbench_copy")
         return SampleCopy(copied - sum(dropped.values()), dropped, nulled, Counter())
-    except (psycopg2.DataError, psycopg2.IntegrityError, psycopg2.errors.BadCopyFileFormat,
-            psycopg2.errors.InvalidTextRepresentation, psycopg2.errors.CharacterNotInRepertoire):
+    except (
+        psycopg2.DataError,
+        psycopg2.IntegrityError,
+        psycopg2.errors.BadCopyFileFormat,
+        psycopg2.errors.InvalidTextRepresentation,
+        psycopg2.errors.CharacterNotInRepertoire,
+    ):
         cur.execute("ROLLBACK TO SAVEPOINT gcbench_copy")
     finally:
         stream.close()
@@ -426,8 +464,13 @@ def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None,
         cur.execute(
             "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date, params) VALUES (%s, %s, %s, %s, %s::jsonb) "
             "ON CONFLICT (dag_id, run_id) DO UPDATE SET logical_date = EXCLUDED.logical_date RETURNING id",
-            (clean_text(plan.name, "plan"), clean_text(dag_id, "dag id"), clean_text(run_id, "run id"), logical_date,
-             stored_params),
+            (
+                clean_text(plan.name, "plan"),
+                clean_text(dag_id, "dag id"),
+                clean_text(run_id, "run id"),
+                logical_date,
+                stored_params,
+            ),
         )
         pk = cur.fetchone()[0]
     conn.commit()
@@ -439,7 +482,7 @@ RESUMED_MARK = "; resumed at "
 
 
 def _utc(ts) -> str:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def reset_run_outcome(conn, dag_run_pk: int) -> None:
@@ -468,8 +511,9 @@ def reset_run_outcome(conn, dag_run_pk: int) -> None:
             elif interrupted_at is not None and note.startswith("Interrupted"):
                 head = note.split(";", 1)[0].rstrip(".")
                 kept.append(f"{head} at {_utc(interrupted_at)}{RESUMED_MARK}{_utc(now)}.")
-        cur.execute("UPDATE dag_runs SET notes = %s::jsonb, interrupted_at = NULL WHERE id = %s",
-                    (json.dumps(kept), dag_run_pk))
+        cur.execute(
+            "UPDATE dag_runs SET notes = %s::jsonb, interrupted_at = NULL WHERE id = %s", (json.dumps(kept), dag_run_pk)
+        )
     conn.commit()
 
 
@@ -483,11 +527,16 @@ def add_run_note(conn, dag_run_pk: int, note: str, *, interrupted: bool = False)
     """
     with conn.cursor() as cur:
         if interrupted:
-            cur.execute("UPDATE dag_runs SET interrupted_at = now(), notes = notes || %s::jsonb "
-                        "WHERE id = %s AND interrupted_at IS NULL", (json.dumps([note]), dag_run_pk))
+            cur.execute(
+                "UPDATE dag_runs SET interrupted_at = now(), notes = notes || %s::jsonb "
+                "WHERE id = %s AND interrupted_at IS NULL",
+                (json.dumps([note]), dag_run_pk),
+            )
         else:
-            cur.execute("UPDATE dag_runs SET notes = notes || %s::jsonb WHERE id = %s AND NOT notes ? %s",
-                        (json.dumps([note]), dag_run_pk, note))
+            cur.execute(
+                "UPDATE dag_runs SET notes = notes || %s::jsonb WHERE id = %s AND NOT notes ? %s",
+                (json.dumps([note]), dag_run_pk, note),
+            )
         changed = cur.rowcount > 0
     conn.commit()
     return changed or not interrupted
@@ -556,8 +605,11 @@ def _load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dic
         return None, f"result.json refused: truncated, missing {', '.join(missing)}"
     if not isinstance(result["status"], str) or result["status"] not in ("ok", "failed", "skipped"):
         return None, f"result.json refused: unknown status {_short(result['status'])}"
-    for where, value in (("metrics", result["metrics"]), ("energy", result["energy"]),
-                         ("energy.main", result["energy"].get("main") if isinstance(result["energy"], dict) else None)):
+    for where, value in (
+        ("metrics", result["metrics"]),
+        ("energy", result["energy"]),
+        ("energy.main", result["energy"].get("main") if isinstance(result["energy"], dict) else None),
+    ):
         if value is not None and not isinstance(value, dict):
             return None, f"result.json refused: {where} is {type(value).__name__}, expected dict"
     in_result = notes.prefixed("result.json ")
@@ -634,8 +686,11 @@ def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict
         return {}
     low, high = carbon.get("band", (None, None))
     intensity = carbon["intensity_kg_per_kwh"]
-    return {"co2e_kg": kwh * intensity, "co2e_kg_low": kwh * low if low is not None else None,
-            "co2e_kg_high": kwh * high if high is not None else None}
+    return {
+        "co2e_kg": kwh * intensity,
+        "co2e_kg_low": kwh * low if low is not None else None,
+        "co2e_kg_high": kwh * high if high is not None else None,
+    }
 
 
 def _infrastructure(exc: BaseException) -> bool:
@@ -659,8 +714,15 @@ def _rollback(conn) -> None:
         pass
 
 
-def collect_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None = None,
-                  carbon: dict[str, Any] | None = None, interrupted: str | None = None) -> CollectOutcome:
+def collect_trial(
+    conn,
+    dag_run_pk: int,
+    spec: TrialSpec,
+    outdir: Path,
+    exit_code: int | None = None,
+    carbon: dict[str, Any] | None = None,
+    interrupted: str | None = None,
+) -> CollectOutcome:
     """Store one trial folder in one transaction; see the module docstring.
 
     Args:
@@ -719,8 +781,11 @@ def _metric_rows(trial_pk: int, metrics: dict[str, Any], notes: IngestNotes) -> 
             try:
                 v = float(value)
             except OverflowError:
-                notes.add(f"metrics.{name}: an integer of {len(str(abs(value)))} digits is beyond double precision: "
-                          f"value NULL (exact in the stored result)", nulled=1)
+                notes.add(
+                    f"metrics.{name}: an integer of {len(str(abs(value)))} digits is beyond double precision: "
+                    f"value NULL (exact in the stored result)",
+                    nulled=1,
+                )
                 v = None
             rows.append((trial_pk, name, v if v is not None and math.isfinite(v) else None, None, metric_unit(name)))
         elif isinstance(value, str):
@@ -731,9 +796,16 @@ def _metric_rows(trial_pk: int, metrics: dict[str, Any], notes: IngestNotes) -> 
     return rows
 
 
-def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code: int | None,
-                 carbon: dict[str, Any] | None, refused: str | None = None,
-                 interrupted: str | None = None) -> CollectOutcome:
+def _store_trial(
+    conn,
+    dag_run_pk: int,
+    spec: TrialSpec,
+    outdir: Path,
+    exit_code: int | None,
+    carbon: dict[str, Any] | None,
+    refused: str | None = None,
+    interrupted: str | None = None,
+) -> CollectOutcome:
     """:func:`collect_trial`'s transaction; with ``refused`` (the reason), the trial is
     stored as failed without reading any of its files."""
     import psycopg2.extras
@@ -751,9 +823,11 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
         if refusal:
             error = refusal
         elif interrupted:
-            error = (f"interrupted: {interrupted}; the trial was stopped"
-                     + (f" (exit status {exit_code})" if exit_code is not None else "")
-                     + ", its samples up to the stop are kept")
+            error = (
+                f"interrupted: {interrupted}; the trial was stopped"
+                + (f" (exit status {exit_code})" if exit_code is not None else "")
+                + ", its samples up to the stop are kept"
+            )
         elif exit_code is not None:
             error = f"trial process ended without a result (exit status {exit_code})"
         elif not (outdir / "trial.log").exists():
@@ -774,15 +848,20 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
     gpu_method = ",".join(sorted({str(d.get("method") or "?") for d in gpu})) or None
     cpu_reason = energy_main.get("cpu_reason")
     cpu_method = ",".join(sorted({str(d.get("method") or "?") for d in cpu})) or (
-        ("unavailable: " + cpu_reason) if cpu_reason else None)
-    simulated = bool(energy_main.get("simulated")) or ((result or {}).get("measurement") or {}).get("backend") == "simulated"
+        ("unavailable: " + cpu_reason) if cpu_reason else None
+    )
+    simulated = (
+        bool(energy_main.get("simulated")) or ((result or {}).get("measurement") or {}).get("backend") == "simulated"
+    )
     flags = list(energy_main.get("flags") or [])
     result_json = json.dumps(result, allow_nan=False) if result is not None else None
     log_tail = read_log_tail(outdir, notes=notes) if status != "ok" and refused is None else None
     result_code = (result or {}).get("exit_code")
     spec_doc = clean_json(json.loads(spec.model_dump_json()), "", notes.prefixed("spec.json "))
-    times = {k: pg_time(result[k]) if result and isinstance(result.get(k), str) else None
-             for k in ("started_at", "finished_at")}
+    times = {
+        k: pg_time(result[k]) if result and isinstance(result.get(k), str) else None
+        for k in ("started_at", "finished_at")
+    }
 
     def text(value: str | None, where: str) -> str | None:
         return clean_text(value, where, notes) if value is not None else None
@@ -791,31 +870,51 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
         cur.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (dag_run_pk, spec.trial_id))
         # the same result? compared as jsonb by the server: a number is compared as the numeric
         # it was stored as (1.0605852582168403e+17 reads back as 106058525821684030)
-        cur.execute("SELECT id, status, result = %s::jsonb FROM trials WHERE dag_run_id = %s AND trial_id = %s",
-                    (result_json, dag_run_pk, spec.trial_id))
+        cur.execute(
+            "SELECT id, status, result = %s::jsonb FROM trials WHERE dag_run_id = %s AND trial_id = %s",
+            (result_json, dag_run_pk, spec.trial_id),
+        )
         row = cur.fetchone()
         if row is not None and row[1] == "ok" and (result is None or status != "ok" or row[2] is True):
             conn.rollback()
             return CollectOutcome(spec.trial_id, "unchanged", status=row[1])
         values = dict(
-            dag_run_id=dag_run_pk, trial_id=spec.trial_id, plan_name=text(spec.plan, "plan"),
-            variant=text(spec.variant, "variant"), workload=text(spec.workload, "workload"),
-            kind=text(spec.kind, "kind"), repetition=spec.repetition, spec=json.dumps(spec_doc),
-            status=status, exit_code=result_code if result_code is not None else exit_code,
-            error=text(error, "error"), log_tail=log_tail, result=result_json, samples_partial=partial,
-            simulated=simulated, gpu_method=text(gpu_method, "gpu method"), cpu_method=text(cpu_method, "cpu method"),
-            flags=json.dumps(flags), started_at=times["started_at"], finished_at=times["finished_at"],
+            dag_run_id=dag_run_pk,
+            trial_id=spec.trial_id,
+            plan_name=text(spec.plan, "plan"),
+            variant=text(spec.variant, "variant"),
+            workload=text(spec.workload, "workload"),
+            kind=text(spec.kind, "kind"),
+            repetition=spec.repetition,
+            spec=json.dumps(spec_doc),
+            status=status,
+            exit_code=result_code if result_code is not None else exit_code,
+            error=text(error, "error"),
+            log_tail=log_tail,
+            result=result_json,
+            samples_partial=partial,
+            simulated=simulated,
+            gpu_method=text(gpu_method, "gpu method"),
+            cpu_method=text(cpu_method, "cpu method"),
+            flags=json.dumps(flags),
+            started_at=times["started_at"],
+            finished_at=times["finished_at"],
         )
         if row is None:
             cols = ", ".join(values)
-            cur.execute(f"INSERT INTO trials ({cols}) VALUES ({', '.join('%(' + k + ')s' for k in values)}) RETURNING id",
-                        values)
+            cur.execute(
+                f"INSERT INTO trials ({cols}) VALUES ({', '.join('%(' + k + ')s' for k in values)}) RETURNING id",
+                values,
+            )
             trial_pk = cur.fetchone()[0]
         else:
             trial_pk = row[0]
             sets = ", ".join(f"{k} = %({k})s" for k in values if k not in ("dag_run_id", "trial_id"))
-            cur.execute(f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
-                        f"WHERE id = %(id)s", {**values, "id": trial_pk})
+            cur.execute(
+                f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
+                f"WHERE id = %(id)s",
+                {**values, "id": trial_pk},
+            )
             cur.execute("DELETE FROM samples WHERE trial_pk = %s", (trial_pk,))
             cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (trial_pk,))
             cur.execute("DELETE FROM progress WHERE trial_pk = %s", (trial_pk,))
@@ -825,8 +924,10 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
                 copied = copy_samples(cur, samples_path, trial_pk)
             except TrialError as exc:  # a foreign or empty samples file: the trial is kept, its samples refused
                 error = f"{error}; samples refused: {exc}" if error else f"samples refused: {exc}"
-                cur.execute("UPDATE trials SET error = %s, samples_partial = true WHERE id = %s",
-                            (text(error, "error"), trial_pk))
+                cur.execute(
+                    "UPDATE trials SET error = %s, samples_partial = true WHERE id = %s",
+                    (text(error, "error"), trial_pk),
+                )
                 partial = True
             else:
                 copied.notes(notes)
@@ -834,14 +935,27 @@ def _store_trial(conn, dag_run_pk: int, spec: TrialSpec, outdir: Path, exit_code
         rows = _metric_rows(trial_pk, metrics, notes)
         if rows:
             psycopg2.extras.execute_values(
-                cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows)
+                cur, "INSERT INTO metrics (trial_pk, name, value, text_value, unit) VALUES %s", rows
+            )
         progress = progress_rows(trial_pk, result)
         if progress:
             psycopg2.extras.execute_values(
-                cur, "INSERT INTO progress (trial_pk, window_key, t_s, steps) VALUES %s", progress, page_size=1000)
-        cur.execute("UPDATE trials SET samples_count = %s, samples_dropped = %s, ingest_notes = %s::jsonb "
-                    "WHERE id = %s", (n_samples, dropped, json.dumps(notes.as_list()), trial_pk))
+                cur, "INSERT INTO progress (trial_pk, window_key, t_s, steps) VALUES %s", progress, page_size=1000
+            )
+        cur.execute(
+            "UPDATE trials SET samples_count = %s, samples_dropped = %s, ingest_notes = %s::jsonb WHERE id = %s",
+            (n_samples, dropped, json.dumps(notes.as_list()), trial_pk),
+        )
     conn.commit()
-    return CollectOutcome(spec.trial_id, "stored", status=status, samples=n_samples, samples_dropped=dropped,
-                          reason=error, partial=partial, fields_nulled=notes.fields_nulled,
-                          text_repaired=notes.text_repaired, notes=notes.as_list())
+    return CollectOutcome(
+        spec.trial_id,
+        "stored",
+        status=status,
+        samples=n_samples,
+        samples_dropped=dropped,
+        reason=error,
+        partial=partial,
+        fields_nulled=notes.fields_nulled,
+        text_repaired=notes.text_repaired,
+        notes=notes.as_list(),
+    )

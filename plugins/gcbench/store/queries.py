@@ -57,20 +57,46 @@ def trials_frame(conn, dag_run_pk: int):
         rows = cur.fetchall()
         cur.execute(
             "SELECT m.trial_pk, m.name, m.value, m.text_value FROM metrics m JOIN trials t ON t.id = m.trial_pk "
-            "WHERE t.dag_run_id = %s", (dag_run_pk,))
+            "WHERE t.dag_run_id = %s",
+            (dag_run_pk,),
+        )
         metric_rows = cur.fetchall()
     conn.commit()
-    cols = ["trial_pk", "trial_id", "variant", "workload", "kind", "repetition", "status", "error", "valid",
-            "reasons", "flags", "factors", "gpu_method", "cpu_method", "simulated", "samples_count",
-            "samples_partial", "windows", "gpu_devices", "samples_dropped", "ingest_notes", "settings",
-            "settings_not_in_effect"]
+    cols = [
+        "trial_pk",
+        "trial_id",
+        "variant",
+        "workload",
+        "kind",
+        "repetition",
+        "status",
+        "error",
+        "valid",
+        "reasons",
+        "flags",
+        "factors",
+        "gpu_method",
+        "cpu_method",
+        "simulated",
+        "samples_count",
+        "samples_partial",
+        "windows",
+        "gpu_devices",
+        "samples_dropped",
+        "ingest_notes",
+        "settings",
+        "settings_not_in_effect",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]
     df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
-    df["idle_power_w"] = [sum(d.get("idle_power_w") or 0 for d in g) if g and all(d.get("idle_power_w") is not None for d in g) else None
-                          for g in df["gpu_devices"]]
-    df["gpu_source"] = [",".join(sorted({str(d.get("source") or "?") for d in g})) if g else None
-                        for g in df["gpu_devices"]]
+    df["idle_power_w"] = [
+        sum(d.get("idle_power_w") or 0 for d in g) if g and all(d.get("idle_power_w") is not None for d in g) else None
+        for g in df["gpu_devices"]
+    ]
+    df["gpu_source"] = [
+        ",".join(sorted({str(d.get("source") or "?") for d in g})) if g else None for g in df["gpu_devices"]
+    ]
     df = df.drop(columns=["gpu_devices"])
     for col in ("reasons", "flags", "ingest_notes"):
         df[col] = [list(v) if isinstance(v, list) else json.loads(v) if isinstance(v, str) else [] for v in df[col]]
@@ -109,12 +135,15 @@ def samples_frame(conn, dag_run_pk: int, trial_id: str):
     with conn.cursor() as cur:
         cur.execute(
             f"SELECT {', '.join('s.' + c for c in SAMPLE_COLUMNS)} FROM samples s JOIN trials t ON t.id = s.trial_pk "
-            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY s.t_s", (dag_run_pk, trial_id))
+            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY s.t_s",
+            (dag_run_pk, trial_id),
+        )
         rows = cur.fetchall()
     conn.commit()
     df = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
-    df["clocks_event_reasons"] = pd.array([None if v is None else int(v) for v in df["clocks_event_reasons"]],
-                                          dtype="UInt64")
+    df["clocks_event_reasons"] = pd.array(
+        [None if v is None else int(v) for v in df["clocks_event_reasons"]], dtype="UInt64"
+    )
     return df
 
 
@@ -125,7 +154,9 @@ def progress_frame(conn, dag_run_pk: int, trial_id: str):
     with conn.cursor() as cur:
         cur.execute(
             "SELECT p.window_key, p.t_s, p.steps FROM progress p JOIN trials t ON t.id = p.trial_pk "
-            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY p.window_key, p.steps", (dag_run_pk, trial_id))
+            "WHERE t.dag_run_id = %s AND t.trial_id = %s ORDER BY p.window_key, p.steps",
+            (dag_run_pk, trial_id),
+        )
         rows = cur.fetchall()
     conn.commit()
     return pd.DataFrame(rows, columns=["window_key", "t_s", "steps"])
@@ -134,7 +165,9 @@ def progress_frame(conn, dag_run_pk: int, trial_id: str):
 def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
     """``{window key: {start_s, end_s}}`` of one trial."""
     with conn.cursor() as cur:
-        cur.execute("SELECT result->'windows' FROM trials WHERE dag_run_id = %s AND trial_id = %s", (dag_run_pk, trial_id))
+        cur.execute(
+            "SELECT result->'windows' FROM trials WHERE dag_run_id = %s AND trial_id = %s", (dag_run_pk, trial_id)
+        )
         row = cur.fetchone()
     conn.commit()
     return (row[0] if row else None) or {}
@@ -143,8 +176,10 @@ def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
 def set_validity(conn, trial_pk: int, valid: bool, reasons: list[str], flags: list[str]) -> None:
     """Store a trial's validity, reasons and flags (no commit)."""
     with conn.cursor() as cur:
-        cur.execute("UPDATE trials SET valid = %s, reasons = %s::jsonb, flags = %s::jsonb WHERE id = %s",
-                    (valid, json.dumps(reasons), json.dumps(flags), trial_pk))
+        cur.execute(
+            "UPDATE trials SET valid = %s, reasons = %s::jsonb, flags = %s::jsonb WHERE id = %s",
+            (valid, json.dumps(reasons), json.dumps(flags), trial_pk),
+        )
 
 
 def history_frame(conn, dag_id: str, metrics: tuple[str, ...], limit_runs: int = 30):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import typing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 REPLACEMENT = "\ufffd"
@@ -72,7 +72,7 @@ class IngestNotes:
         else:
             self._more += 1
 
-    def prefixed(self, prefix: str) -> "IngestNotes":
+    def prefixed(self, prefix: str) -> IngestNotes:
         """A view adding to these notes with ``prefix`` before every line
         (``result.json error: ...``)."""
         view = _PrefixedNotes.__new__(_PrefixedNotes)
@@ -104,7 +104,7 @@ def cut_middle(text: str, limit: int) -> str:
     marker = f" [... {len(text) - limit} characters cut ...] "
     keep = max(limit - len(marker), 0)
     head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head):]
+    return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
 def clean_text(value: str, where: str, notes: IngestNotes | None = None, limit: int = MAX_TEXT_CHARS) -> str:
@@ -133,8 +133,10 @@ def decode_utf8(data: bytes, where: str, notes: IngestNotes | None = None) -> st
     # a U+FFFD the bytes held already (EF BF BD) is text, not a replacement
     n_bad = text.count(REPLACEMENT) - data.count(b"\xef\xbf\xbd")
     if n_bad and notes is not None:
-        notes.add(f"{_where(where)}: {n_bad} invalid UTF-8 sequence{'s' if n_bad > 1 else ''} replaced with U+FFFD",
-                  repaired=1)
+        notes.add(
+            f"{_where(where)}: {n_bad} invalid UTF-8 sequence{'s' if n_bad > 1 else ''} replaced with U+FFFD",
+            repaired=1,
+        )
     return text
 
 
@@ -175,8 +177,11 @@ def clean_json(value: Any, where: str, notes: IngestNotes, depth: int = 0) -> An
                 n = 2
                 while f"{name} ({n})" in out:
                     n += 1
-                notes.add(f"{_where(where or 'top level')}: key {name[:60]!r} repeated after repair: stored as "
-                          f"{name[:60] + f' ({n})'!r}", repaired=1)
+                notes.add(
+                    f"{_where(where or 'top level')}: key {name[:60]!r} repeated after repair: stored as "
+                    f"{name[:60] + f' ({n})'!r}",
+                    repaired=1,
+                )
                 name = f"{name} ({n})"
             out[name] = clean_json(item, f"{where}.{name}" if where else name, notes, depth + 1)
         return out
@@ -234,8 +239,13 @@ def _expect(obj: dict, key: str, kind: str, where: str, notes: IngestNotes) -> A
     if value is None or _is(value, kind):
         return value
     shown = repr(value)[:40] if isinstance(value, (str, int, float)) else type(value).__name__
-    wanted = {"int32": "a 32-bit integer", "time": "an ISO 8601 time", "dict": "an object", "list": "a list",
-              "str": "text"}.get(kind, f"a {kind}")
+    wanted = {
+        "int32": "a 32-bit integer",
+        "time": "an ISO 8601 time",
+        "dict": "an object",
+        "list": "a list",
+        "str": "text",
+    }.get(kind, f"a {kind}")
     notes.add(f"{_where(where)}: {shown} is not {wanted}: stored as null", nulled=1)
     obj[key] = None
     return None
@@ -247,7 +257,9 @@ def _expect_items(obj: dict, key: str, kind: str, where: str, notes: IngestNotes
         return []
     kept = [x for x in items if _is(x, kind)]
     if len(kept) != len(items):
-        notes.add(f"{_where(where)}: {len(items) - len(kept)} item(s) not {kind}: removed", nulled=len(items) - len(kept))
+        notes.add(
+            f"{_where(where)}: {len(items) - len(kept)} item(s) not {kind}: removed", nulled=len(items) - len(kept)
+        )
         obj[key] = kept
     return kept
 
@@ -266,8 +278,15 @@ def check_result_shape(result: dict, notes: IngestNotes) -> None:
     """
     from gcbench.energy.base import DeviceEnergy, EnergyResult
 
-    for key, kind in (("exit_code", "int32"), ("error", "str"), ("started_at", "time"), ("finished_at", "time"),
-                      ("measurement", "dict"), ("environment", "dict"), ("windows", "dict")):
+    for key, kind in (
+        ("exit_code", "int32"),
+        ("error", "str"),
+        ("started_at", "time"),
+        ("finished_at", "time"),
+        ("measurement", "dict"),
+        ("environment", "dict"),
+        ("windows", "dict"),
+    ):
         _expect(result, key, kind, key, notes)
     for name, window in list((result.get("windows") or {}).items()):
         if _expect(result["windows"], name, "dict", f"windows.{name}", notes) is not None:
@@ -298,6 +317,6 @@ def pg_time(text: str) -> datetime | None:
     ``text`` is not such a time."""
     try:
         value = datetime.fromisoformat(text)
-        return value.astimezone(timezone.utc) if value.tzinfo is not None else value
+        return value.astimezone(UTC) if value.tzinfo is not None else value
     except (ValueError, OverflowError, TypeError):
         return None

@@ -190,7 +190,9 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
     if len(header) != 3 or header[0] != MERGES_MAGIC.encode():
         raise MergesError(source, f"first line must be '{MERGES_MAGIC} {MERGES_VERSION} <count>'", line=1)
     if header[1] != MERGES_VERSION.encode():
-        raise MergesError(source, f"unsupported version {quote_bytes(header[1][:20])}, expected {MERGES_VERSION}", line=1)
+        raise MergesError(
+            source, f"unsupported version {quote_bytes(header[1][:20])}, expected {MERGES_VERSION}", line=1
+        )
     count = _parse_id(header[2], source, 1, "merge count")
     if len(lines) - 1 != count:
         raise MergesError(source, f"header announces {count} merges but the file has {len(lines) - 1}")
@@ -205,7 +207,9 @@ def _parse_merges(data: bytes, source: str) -> tuple[tuple[int, int], ...]:
 
 def _parse_id(text: bytes, source: str, line: int, what: str) -> int:
     if not text or not text.isdigit() or not text.isascii() or (len(text) > 1 and text[:1] == b"0") or len(text) > 10:
-        raise MergesError(source, f"{what} {quote_bytes(text[:20])} is not a decimal number without leading zeros", line=line)
+        raise MergesError(
+            source, f"{what} {quote_bytes(text[:20])} is not a decimal number without leading zeros", line=line
+        )
     value = int(text)
     if value >= _MAX_ID:
         raise MergesError(source, f"{what} {value} is too large", line=line)
@@ -219,10 +223,16 @@ def _validate_pairs(pairs: tuple[tuple[int, int], ...], source: str) -> None:
     for k, (left, right) in enumerate(pairs):
         new_id = 256 + k
         if not (0 <= left < new_id and 0 <= right < new_id):
-            raise MergesError(source, f"merge {k} ({left} {right}) uses an id not smaller than the id it makes ({new_id})", line=k + 2)
+            raise MergesError(
+                source, f"merge {k} ({left} {right}) uses an id not smaller than the id it makes ({new_id})", line=k + 2
+            )
         token = tokens[left] + tokens[right]
         if token in seen:
-            raise MergesError(source, f"merge {k} ({left} {right}) makes bytes {quote_bytes(token[:20])} that an earlier id already has", line=k + 2)
+            raise MergesError(
+                source,
+                f"merge {k} ({left} {right}) makes bytes {quote_bytes(token[:20])} that an earlier id already has",
+                line=k + 2,
+            )
         seen.add(token)
         tokens.append(token)
 

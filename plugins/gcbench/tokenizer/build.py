@@ -36,6 +36,7 @@ IMPLS = ("go", "rust")
 BUILD_TIMEOUT_S = 900.0
 """Upper bound of one compiler run (s); a cold ``cargo build --release`` takes ~15 s."""
 
+
 @dataclass(frozen=True)
 class NativeTokenizer:
     """How one native tokenizer is laid out and built.
@@ -133,7 +134,9 @@ def local_build_argv(impl: str, output: Path) -> list[str]:
 
 def _toolchain_version(impl: str, tool: str) -> str:
     try:
-        out = subprocess.run([tool, "version" if impl == "go" else "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [tool, "version" if impl == "go" else "--version"], capture_output=True, text=True, timeout=30
+        )
         return out.stdout.strip() or out.stderr.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -164,8 +167,9 @@ def _compiler_failure(tok: NativeTokenizer, what: str, code: int | None, output:
     return TokenizerBuildError(tok.impl, tok.source_dir, f"{what} failed ({status}):\n{shown}", output=output)
 
 
-def build_local(impl: str, cache_dir: Path, *, native_dir: Path | None = None,
-                timeout_s: float = BUILD_TIMEOUT_S) -> Path:
+def build_local(
+    impl: str, cache_dir: Path, *, native_dir: Path | None = None, timeout_s: float = BUILD_TIMEOUT_S
+) -> Path:
     """Build ``gcbench-tok-<impl>`` with the local toolchain, or reuse the cached binary.
 
     Args:
@@ -206,7 +210,9 @@ def build_local(impl: str, cache_dir: Path, *, native_dir: Path | None = None,
         proc = subprocess.run(argv, cwd=tok.source_dir, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"") + (exc.stderr or b"")
-        raise _compiler_failure(tok, " ".join(argv[:3]), None, out.decode(errors="replace") if isinstance(out, bytes) else out) from None
+        raise _compiler_failure(
+            tok, " ".join(argv[:3]), None, out.decode(errors="replace") if isinstance(out, bytes) else out
+        ) from None
     if proc.returncode != 0:
         raise _compiler_failure(tok, " ".join(argv[:3]), proc.returncode, proc.stdout + proc.stderr)
     if not produced.is_file():

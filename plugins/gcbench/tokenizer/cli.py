@@ -65,8 +65,10 @@ def train_command(
         merges.save(out)
     except TokenizerError as exc:
         raise _fail(exc) from None
-    echo_raw(f"{out}: {len(merges.pairs)} merges, vocab {merges.vocab_size}, sha256 {merges.sha256} "
-             f"({len(data)} bytes in {time.perf_counter() - started:.2f} s)")
+    echo_raw(
+        f"{out}: {len(merges.pairs)} merges, vocab {merges.vocab_size}, sha256 {merges.sha256} "
+        f"({len(data)} bytes in {time.perf_counter() - started:.2f} s)"
+    )
 
 
 @tokenizer_app.command("corpus")
@@ -96,5 +98,7 @@ def tokenize_command(
         run = tokenize_file(impl.value, merges, corpus, out, cache_dir=cache_dir)
     except TokenizerError as exc:
         raise _fail(exc) from None
-    echo_raw(f"{out}: {run.tokens} tokens from {run.bytes} bytes with {impl.value} "
-             f"(encode {run.encode_s:.3f} s, {run.mb_per_s:.1f} MB/s)")
+    echo_raw(
+        f"{out}: {run.tokens} tokens from {run.bytes} bytes with {impl.value} "
+        f"(encode {run.encode_s:.3f} s, {run.mb_per_s:.1f} MB/s)"
+    )

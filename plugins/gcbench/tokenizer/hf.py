@@ -38,9 +38,7 @@ if TYPE_CHECKING:
 _S = r"\t\n\x{0B}\x{0C}\r "
 _L = r"A-Za-z\x{80}-\x{10FFFF}"
 _D = r"0-9"
-HF_PRETOKEN_REGEX = (
-    rf" ?[{_L}]+| ?[{_D}]+| ?[^{_S}{_L}{_D}]+|[{_S}]+(?= [^{_S}])|[{_S}]+"
-)
+HF_PRETOKEN_REGEX = rf" ?[{_L}]+| ?[{_D}]+| ?[^{_S}{_L}{_D}]+|[{_S}]+(?= [^{_S}])|[{_S}]+"
 """:data:`gcbench.tokenizer.bpe.PRETOKEN_PATTERN` in Oniguruma syntax, over characters."""
 
 HF_CACHE_CAPACITY = 1 << 20

@@ -52,9 +52,16 @@ class NativeRun:
         return self.bytes / 1e6 / self.encode_s if self.encode_s > 0 else float("inf")
 
 
-def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], corpus: str | os.PathLike[str],
-               out: str | os.PathLike[str], *, repeat: int = 1, timeout_s: float = 3600,
-               env: dict[str, str] | None = None) -> NativeRun:
+def run_native(
+    binary: str | os.PathLike[str],
+    merges: str | os.PathLike[str],
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    repeat: int = 1,
+    timeout_s: float = 3600,
+    env: dict[str, str] | None = None,
+) -> NativeRun:
     """Tokenize ``corpus`` into the token file ``out`` with a native binary.
 
     Args:
@@ -70,7 +77,18 @@ def run_native(binary: str | os.PathLike[str], merges: str | os.PathLike[str], c
         TokenizerError: any other failure (killed, timeout, unknown exit code).
     """
     paths = [os.fsdecode(p) for p in (binary, merges, corpus, out)]
-    argv = [paths[0], "--merges", paths[1], "--in", paths[2], "--out", paths[3], "--stats", "--repeat", str(int(repeat))]
+    argv = [
+        paths[0],
+        "--merges",
+        paths[1],
+        "--in",
+        paths[2],
+        "--out",
+        paths[3],
+        "--stats",
+        "--repeat",
+        str(int(repeat)),
+    ]
     started = time.perf_counter()
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=timeout_s, env={**os.environ, **env} if env else None)
@@ -96,7 +114,7 @@ def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str,
     message = re.sub(r"^gcbench-tok-(?:go|rust): error: ", "", text)
     for path in (merges, corpus, out):
         if message.startswith(path + ": "):
-            message = message[len(path) + 2:]
+            message = message[len(path) + 2 :]
             break
     if code == 3:
         return MergesNotFoundError(merges, message.removeprefix("cannot read merges file: "))
@@ -113,8 +131,14 @@ def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str,
     return TokenizerError(binary, f"failed ({where}): {text}")
 
 
-def tokenize_file(impl: str, merges: str | os.PathLike[str], corpus: str | os.PathLike[str],
-                  out: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> NativeRun:
+def tokenize_file(
+    impl: str,
+    merges: str | os.PathLike[str],
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> NativeRun:
     """Tokenize a corpus file with ``impl`` (``python``, ``go`` or ``rust``) into ``out``.
 
     ``go`` and ``rust`` build (or reuse) the binary with

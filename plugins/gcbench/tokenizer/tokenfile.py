@@ -131,7 +131,9 @@ def read_token_header(path: str | os.PathLike[str]) -> TokenFileHeader:
         raise TokenFileError(path, f"item size {itemsize} does not fit vocab_size {vocab_size}")
     expected = HEADER.size + count * itemsize
     if size != expected:
-        raise TokenFileError(path, f"file has {size} bytes but its header announces {count} ids ({expected} bytes); truncated?")
+        raise TokenFileError(
+            path, f"file has {size} bytes but its header announces {count} ids ({expected} bytes); truncated?"
+        )
     return TokenFileHeader(itemsize=itemsize, vocab_size=vocab_size, count=count, merges_sha256=sha.hex())
 
 

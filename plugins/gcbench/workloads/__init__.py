@@ -84,13 +84,13 @@ SETTINGS_NOT_IN_EFFECT = "settings_not_in_effect"
 """The two keys every workload returns (and ``result.json`` carries at its top level)
 to say which of the requested settings ran as asked."""
 
-AMP_ON_CPU = ("no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU "
-              "instead (amp-bf16-cpu)")
+AMP_ON_CPU = "no CUDA device: float16 AMP unavailable, bfloat16 autocast on the CPU instead (amp-bf16-cpu)"
 """Why ``precision: amp`` is not in effect on a machine without CUDA (tinylm, resnet_cifar)."""
 
 
-def effective(cfg: dict[str, Any], used: dict[str, Any] | None = None,
-              not_in_effect: dict[str, str] | None = None) -> dict[str, Any]:
+def effective(
+    cfg: dict[str, Any], used: dict[str, Any] | None = None, not_in_effect: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The uniform record of what ran, to merge into a workload's returned dict.
 
     Args:

@@ -21,17 +21,18 @@ be followed. A loop of its own calls :func:`progress_marker`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from gcbench.spec import Amount
 
 if TYPE_CHECKING:
     from gcbench.stability import Progress
 
-_PROGRESS: ContextVar["Progress | None"] = ContextVar("gcbench_progress", default=None)
-_WARMUPS: ContextVar["list[dict] | None"] = ContextVar("gcbench_warmups", default=None)
+_PROGRESS: ContextVar[Progress | None] = ContextVar("gcbench_progress", default=None)
+_WARMUPS: ContextVar[list[dict] | None] = ContextVar("gcbench_warmups", default=None)
 
 
 @contextmanager
@@ -46,8 +47,12 @@ def warmup_log() -> Iterator[list[dict]]:
         _WARMUPS.reset(token)
 
 
-def warm_until_stable(rule, step: Callable[[int], object], sync: Callable[[], None] | None = None,
-                      clock: Callable[[], float] = time.monotonic) -> dict:
+def warm_until_stable(
+    rule,
+    step: Callable[[int], object],
+    sync: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
     """Run ``step`` until the step time settles (:class:`gcbench.spec.StableWarmup`).
 
     Each step is timed (after ``sync`` when given). Done when the last ``rule.steps``
@@ -75,7 +80,7 @@ def warm_until_stable(rule, step: Callable[[int], object], sync: Callable[[], No
         n += 1
         times.append(b - a)
         if len(times) >= rule.steps:
-            recent = times[-rule.steps:]
+            recent = times[-rule.steps :]
             mean = statistics.fmean(recent)
             cv = statistics.pstdev(recent) / mean if mean > 0 else 0.0
             if cv <= rule.cv_max:
@@ -83,8 +88,16 @@ def warm_until_stable(rule, step: Callable[[int], object], sync: Callable[[], No
                 break
         if b - t0 >= rule.max_seconds:
             break
-    out = {"steps": n, "seconds": clock() - t0, "cv": cv, "settled": settled, "capped": not settled,
-           "cv_max": rule.cv_max, "judged_steps": rule.steps, "max_seconds": rule.max_seconds}
+    out = {
+        "steps": n,
+        "seconds": clock() - t0,
+        "cv": cv,
+        "settled": settled,
+        "capped": not settled,
+        "cv_max": rule.cv_max,
+        "judged_steps": rule.steps,
+        "max_seconds": rule.max_seconds,
+    }
     log = _WARMUPS.get()
     if log is not None:
         log.append(out)
@@ -92,7 +105,7 @@ def warm_until_stable(rule, step: Callable[[int], object], sync: Callable[[], No
 
 
 @contextmanager
-def recording(progress: "Progress") -> Iterator["Progress"]:
+def recording(progress: Progress) -> Iterator[Progress]:
     """Make ``progress`` the recorder of the step loops run inside the ``with`` block."""
     token = _PROGRESS.set(progress)
     try:

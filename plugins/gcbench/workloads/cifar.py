@@ -195,6 +195,13 @@ def generate(root: Path, train_per_batch: int = 64, test_size: int = 64, seed: i
     x, y = synthetic_images(test_size, np.random.default_rng([seed, 0]), colours)
     write_batch(folder / TEST_BATCH, x, y, "testing batch 1 of 1")
     with open(folder / "batches.meta", "wb") as f:
-        pickle.dump({b"label_names": [n.encode() for n in LABEL_NAMES],
-                     b"num_cases_per_batch": train_per_batch, b"num_vis": 3072}, f, protocol=2)
+        pickle.dump(
+            {
+                b"label_names": [n.encode() for n in LABEL_NAMES],
+                b"num_cases_per_batch": train_per_batch,
+                b"num_vis": 3072,
+            },
+            f,
+            protocol=2,
+        )
     return folder

@@ -88,7 +88,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     elif kind != "cuda":
         note = "no CUDA device: host-to-host copy into a preallocated tensor"
 
-    def make_source() -> "torch.Tensor":
+    def make_source() -> torch.Tensor:
         # pin_memory=True allocates page-locked memory directly (cudaHostAlloc);
         # fill_ touches every page so no page fault lands inside the copies.
         src = torch.empty(size, dtype=torch.uint8, pin_memory=pin)
@@ -129,8 +129,8 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         not_in_effect["memory"] = PINNED_UNAVAILABLE
     if pin_inside and not pin:
         not_in_effect["pin_inside_window"] = (
-            "nothing was pinned (pageable memory)" if memory == "pageable"
-            else "no CUDA device: nothing was pinned")
+            "nothing was pinned (pageable memory)" if memory == "pageable" else "no CUDA device: nothing was pinned"
+        )
     used = {"memory": "pinned" if pin else "pageable", "pin_inside_window": pin_inside and pin}
     return {
         "bytes": copies * size,

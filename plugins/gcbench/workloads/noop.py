@@ -48,15 +48,19 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     if not isinstance(note, str):
         raise ValueError(f"noop setting note must be text, got {note!r}")
     kill_after_s = cfg["kill_self_after_s"]
-    if kill_after_s is not None and (isinstance(kill_after_s, bool) or not isinstance(kill_after_s, (int, float))
-                                     or kill_after_s < 0):
+    if kill_after_s is not None and (
+        isinstance(kill_after_s, bool) or not isinstance(kill_after_s, (int, float)) or kill_after_s < 0
+    ):
         raise ValueError(f"noop setting kill_self_after_s must be a number >= 0 or null, got {kill_after_s!r}")
     acc = [0]
     window_opened: list[float | None] = [None]
 
     def step(i: int) -> None:
-        if kill_after_s is not None and window_opened[0] is not None and \
-                time.monotonic() - window_opened[0] >= kill_after_s:
+        if (
+            kill_after_s is not None
+            and window_opened[0] is not None
+            and time.monotonic() - window_opened[0] >= kill_after_s
+        ):
             ctx.log(f"fault injection: kill_self_after_s={kill_after_s}: SIGKILL to pid {os.getpid()}")
             os.kill(os.getpid(), signal.SIGKILL)
         if seconds_mode:

@@ -69,13 +69,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from gcbench.spec import TrialSpec
 from gcbench.errors import SkipTrial
+from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, settings
 
 DEFAULTS: dict[str, Any] = {
@@ -127,8 +128,7 @@ def data_folder(cfg: dict[str, Any], outdir: Path, seed: int) -> Path:
         root = Path(cfg["data_dir"]) if cfg["data_dir"] else outdir / "cifar-synthetic"
         return cifar.generate(root, int(cfg["synthetic_train_per_batch"]), int(cfg["synthetic_test"]), seed)
     root = Path(
-        cfg["data_dir"]
-        or Path(os.environ.get("GCBENCH_DATA_DIR", Path.home() / ".cache" / "gcbench")) / "cifar10"
+        cfg["data_dir"] or Path(os.environ.get("GCBENCH_DATA_DIR", Path.home() / ".cache" / "gcbench")) / "cifar10"
     )
     try:
         return cifar.dataset_folder(root)
@@ -192,14 +192,16 @@ def train(
     local_b = gb // world
     steps = int(cfg["train_samples"]) // gb
     # Same permutation on every rank: epoch e uses a permutation seeded by (seed, e).
-    order = np.concatenate([
-        np.random.default_rng([seed, e]).permutation(n_train)
-        for e in range(math.ceil((steps + warmup_steps) * gb / n_train))
-    ])
+    order = np.concatenate(
+        [
+            np.random.default_rng([seed, e]).permutation(n_train)
+            for e in range(math.ceil((steps + warmup_steps) * gb / n_train))
+        ]
+    )
 
     def indices(step: int) -> torch.Tensor:
         start = step * gb + rank * local_b
-        return torch.from_numpy(order[start:start + local_b]).to(dev)
+        return torch.from_numpy(order[start : start + local_b]).to(dev)
 
     net = resnet50(num_classes=10, stem=cfg["stem"]).to(dev)
     n_params = count_parameters(net)
@@ -208,8 +210,12 @@ def train(
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         model = DDP(net, device_ids=[dev.index] if on_cuda else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
-                                weight_decay=float(cfg["weight_decay"]))
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=float(cfg["lr"]),
+        momentum=float(cfg["momentum"]),
+        weight_decay=float(cfg["weight_decay"]),
+    )
     amp = cfg["precision"] == "amp"
     if amp and on_cuda:
         precision_effective = "amp-fp16"
@@ -271,8 +277,8 @@ def train(
         correct = 0
         with phase("eval"), torch.no_grad():
             for i in range(0, n_test, int(cfg["eval_batch"])):
-                xb = torch.from_numpy(x_test_np[i:min(i + int(cfg["eval_batch"]), n_test)]).to(dev)
-                yb = torch.from_numpy(y_test_np[i:i + len(xb)]).to(dev)
+                xb = torch.from_numpy(x_test_np[i : min(i + int(cfg["eval_batch"]), n_test)]).to(dev)
+                yb = torch.from_numpy(y_test_np[i : i + len(xb)]).to(dev)
                 with autocast():
                     logits = net(batch(xb))
                 correct += int((logits.argmax(1) == yb).sum())
@@ -386,8 +392,9 @@ def _package_root() -> str:
     return str(Path(gcbench.__file__).resolve().parent.parent)
 
 
-def _run_distributed(cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_steps: int,
-                     ctx: TrialContext, on_cuda: bool) -> dict[str, Any]:
+def _run_distributed(
+    cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_steps: int, ctx: TrialContext, on_cuda: bool
+) -> dict[str, Any]:
     outdir = Path(ctx.outdir)
     gpus = int(cfg["gpus"])
     server = socket.create_server(("127.0.0.1", 0))
@@ -395,19 +402,40 @@ def _run_distributed(cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_
     config_path = outdir / "resnet_ddp_config.json"
     result_path = outdir / "resnet_ddp_result.json"
     result_path.unlink(missing_ok=True)
-    config_path.write_text(json.dumps({
-        "settings": cfg, "folder": str(folder), "seed": spec.seed, "warmup_steps": warmup_steps,
-        "port": port, "cuda": on_cuda, "result": str(result_path),
-    }))
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", str(gpus), "-m", "gcbench.workloads.resnet_cifar",
-            "--worker", str(config_path)]
+    config_path.write_text(
+        json.dumps(
+            {
+                "settings": cfg,
+                "folder": str(folder),
+                "seed": spec.seed,
+                "warmup_steps": warmup_steps,
+                "port": port,
+                "cuda": on_cuda,
+                "result": str(result_path),
+            }
+        )
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(gpus),
+        "-m",
+        "gcbench.workloads.resnet_cifar",
+        "--worker",
+        str(config_path),
+    ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     env.setdefault("OMP_NUM_THREADS", "1")
     log_path = outdir / "torchrun.log"
     ctx.log(f"launching {gpus} DDP processes: {' '.join(argv)}")
     deadline = time.monotonic() + float(cfg["launch_timeout_s"])
+
     def log_tail() -> str:
         return log_path.read_text(errors="replace")[-3000:]
 
@@ -433,8 +461,9 @@ def _run_distributed(cfg: dict[str, Any], folder: Path, spec: TrialSpec, warmup_
     return out
 
 
-def _serve_windows(server: socket.socket, proc: subprocess.Popen, ctx: TrialContext,
-                   windows: ExitStack, deadline: float) -> None:
+def _serve_windows(
+    server: socket.socket, proc: subprocess.Popen, ctx: TrialContext, windows: ExitStack, deadline: float
+) -> None:
     """Open and close ``ctx`` windows as rank 0 asks ("begin KEY" / "end KEY" lines)."""
     server.settimeout(0.2)
     conn = None
@@ -445,7 +474,7 @@ def _serve_windows(server: socket.socket, proc: subprocess.Popen, ctx: TrialCont
             raise TimeoutError("DDP workers did not connect before launch_timeout_s")
         try:
             conn, _ = server.accept()
-        except socket.timeout:
+        except TimeoutError:
             continue
     open_windows: dict[str, ExitStack] = {}
     with conn, conn.makefile("rwb", buffering=0) as f:
@@ -518,9 +547,18 @@ def _worker(config_path: str) -> int:
     link = _ParentLink(conf["port"]) if rank == 0 else None
     phase: PhaseFactory = link.window if link is not None else (lambda key: nullcontext())
     try:
-        out = train(conf["settings"], Path(conf["folder"]), conf["seed"], conf["warmup_steps"],
-                    rank, world, device, phase, barrier=dist.barrier,
-                    all_reduce_sum=lambda t: dist.all_reduce(t, op=dist.ReduceOp.SUM))
+        out = train(
+            conf["settings"],
+            Path(conf["folder"]),
+            conf["seed"],
+            conf["warmup_steps"],
+            rank,
+            world,
+            device,
+            phase,
+            barrier=dist.barrier,
+            all_reduce_sum=lambda t: dist.all_reduce(t, op=dist.ReduceOp.SUM),
+        )
         if rank == 0:
             tmp = Path(conf["result"] + ".tmp")
             tmp.write_text(json.dumps(out))

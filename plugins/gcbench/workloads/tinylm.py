@@ -109,7 +109,9 @@ class MemmapSource:
 
     def __init__(self, ids, context_length: int):
         if len(ids) < context_length + 2:
-            raise ValueError(f"token file has {len(ids)} ids; context_length {context_length} needs at least {context_length + 2}")
+            raise ValueError(
+                f"token file has {len(ids)} ids; context_length {context_length} needs at least {context_length + 2}"
+            )
         self.ids = ids
         self.t = context_length
         self.pos = 0
@@ -121,7 +123,7 @@ class MemmapSource:
         for b in range(batch_size):
             if self.pos + self.t + 1 > len(self.ids):
                 self.pos = 0
-            out[b] = self.ids[self.pos:self.pos + self.t + 1]
+            out[b] = self.ids[self.pos : self.pos + self.t + 1]
             self.pos += self.t
         return out
 
@@ -152,12 +154,12 @@ class StreamSource:
             cut = max(self.corpus.rfind(b" ", self.cursor, end), self.corpus.rfind(b"\n", self.cursor, end))
             if cut > self.cursor:
                 end = cut
-        ids = self.encoder.encode(self.corpus[self.cursor:end])
+        ids = self.encoder.encode(self.corpus[self.cursor : end])
         self.encoded_tokens += len(ids)
         self.encoded_bytes += end - self.cursor
         self.cursor = 0 if end >= len(self.corpus) else end
         if self.off > 0:
-            del self.buf[:self.off]
+            del self.buf[: self.off]
             self.off = 0
         self.buf.extend(ids)
 
@@ -169,7 +171,7 @@ class StreamSource:
             self._refill(need - (len(self.buf) - self.off))
         out = np.empty((batch_size, self.t + 1), dtype=np.int64)
         for b in range(batch_size):
-            out[b] = self.buf[self.off:self.off + self.t + 1]
+            out[b] = self.buf[self.off : self.off + self.t + 1]
             self.off += self.t
         return out
 
@@ -238,8 +240,7 @@ def tokenizer_binary(cfg: dict[str, Any], impl: str) -> Path:
     return Path(build_local(impl, config.home() / "tools"))
 
 
-def run_native_tokenizer(binary: Path, merges_path: Path, corpus_path: Path, out_path: Path,
-                         timeout_s: float) -> None:
+def run_native_tokenizer(binary: Path, merges_path: Path, corpus_path: Path, out_path: Path, timeout_s: float) -> None:
     """``BINARY --merges M --in CORPUS --out TOKENS`` as an argv list; RuntimeError on failure."""
     argv = [str(binary), "--merges", str(merges_path), "--in", str(corpus_path), "--out", str(out_path)]
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False)
@@ -297,7 +298,11 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     else:
         impl = cfg["path"].removeprefix("external-")
         binary = tokenizer_binary(cfg, impl)
-        merges_path = Path(cfg["merges"]) if cfg["merges"] else cache / f"merges-{_sha256(corpus)[:16]}-{int(cfg['vocab_size'])}.txt"
+        merges_path = (
+            Path(cfg["merges"])
+            if cfg["merges"]
+            else cache / f"merges-{_sha256(corpus)[:16]}-{int(cfg['vocab_size'])}.txt"
+        )
         in_path = corpus_file(cfg, corpus, cache)
         tok_path = Path(ctx.outdir) / "corpus.tok"
         tok_path.unlink(missing_ok=True)
@@ -307,12 +312,14 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             tokenize_s = time.monotonic() - t0
         ids = tokenizer.read_tokens(tok_path, merges)
         source = MemmapSource(ids, T)
-        out.update({
-            "tokenize_duration_s": tokenize_s,
-            "tokenize_tokens": int(len(ids)),
-            "tokenizer_impl": impl,
-            "tokenizer_bin": str(binary),
-        })
+        out.update(
+            {
+                "tokenize_duration_s": tokenize_s,
+                "tokenize_tokens": int(len(ids)),
+                "tokenizer_impl": impl,
+                "tokenizer_bin": str(binary),
+            }
+        )
 
     # Precision
     precision = cfg["precision"]
@@ -383,28 +390,31 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         steps = run_steps(spec.window, step, default_steps=10)
         if sync is not None:
             sync()
-    out.update({
-        "tokens": steps * B * T,
-        "steps": steps,
-        "sequences": steps * B,
-        "batch_size": B,
-        "context_length": T,
-        "loss": float(last_loss),
-        "loss_mean": float(loss_sum) / steps if steps else None,
-        "mode": cfg["mode"],
-        "path": cfg["path"],
-        "precision": precision,
-        "precision_effective": precision_effective,
-        "device_kind": kind,
-        "parameters": count_parameters(model),
-        "vocab_size": V,
-        "merges_sha256": merges.sha256,
-        "corpus_bytes": len(corpus),
-        "corpus_sha256": _sha256(corpus),
-        "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before) if cfg["path"] == "torch" else 0,
-        **effective(cfg, {"precision": precision_effective} if precision_effective != precision else None,
-                    not_in_effect),
-    })
+    out.update(
+        {
+            "tokens": steps * B * T,
+            "steps": steps,
+            "sequences": steps * B,
+            "batch_size": B,
+            "context_length": T,
+            "loss": float(last_loss),
+            "loss_mean": float(loss_sum) / steps if steps else None,
+            "mode": cfg["mode"],
+            "path": cfg["path"],
+            "precision": precision,
+            "precision_effective": precision_effective,
+            "device_kind": kind,
+            "parameters": count_parameters(model),
+            "vocab_size": V,
+            "merges_sha256": merges.sha256,
+            "corpus_bytes": len(corpus),
+            "corpus_sha256": _sha256(corpus),
+            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before) if cfg["path"] == "torch" else 0,
+            **effective(
+                cfg, {"precision": precision_effective} if precision_effective != precision else None, not_in_effect
+            ),
+        }
+    )
     if cfg["path"] != "torch":
         del source, ids
         (Path(ctx.outdir) / "corpus.tok").unlink(missing_ok=True)
