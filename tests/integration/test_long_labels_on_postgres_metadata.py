@@ -78,4 +78,4 @@ def test_c03_long_label_is_stored_shortened_with_its_trial_id(gcbench_env, make_
         timeout=300,
     )
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert cli.stdout.strip() == str(report)
+    assert cli.stdout.split() == [str(report), str(report.with_name("report.md"))]

@@ -697,33 +697,20 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group], settings: ReportSet
             if m not in treat.summaries or not df.loc[df["workload"] == treat.workload, m].notna().any():
                 continue
             if why_not:
-                rows.append(
-                    ComparisonRow(
-                        workload=treat.workload,
-                        kind=treat.kind,
-                        factor=factor,
-                        treatment_level=treat.factors.get(factor),
-                        baseline_level=base.factors.get(factor),
-                        context=context_of(treat, skip=[factor, *constant[treat.workload]]),
-                        inconclusive=treat.inconclusive or base.inconclusive,
-                        simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
-                        result=not_compared_result(treat, base, m, factor, why_not),
-                        not_compared=why_not,
-                    )
+                res = not_compared_result(treat, base, m, factor, why_not)
+            else:
+                res = stats.compare(
+                    treat.values[m],
+                    base.values[m],
+                    metric=m,
+                    treatment=treat.variant,
+                    baseline=base.variant,
+                    factor=factor,
+                    confidence=settings.confidence,
+                    n_resamples=settings.n_resamples,
+                    seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m, base=settings.seed),
+                    alpha=settings.alpha,
                 )
-                continue
-            res = stats.compare(
-                treat.values[m],
-                base.values[m],
-                metric=m,
-                treatment=treat.variant,
-                baseline=base.variant,
-                factor=factor,
-                confidence=settings.confidence,
-                n_resamples=settings.n_resamples,
-                seed=stats.stable_seed(treat.workload, treat.variant, base.variant, m, base=settings.seed),
-                alpha=settings.alpha,
-            )
             rows.append(
                 ComparisonRow(
                     workload=treat.workload,
@@ -735,6 +722,7 @@ def build_comparisons(df: pd.DataFrame, groups: list[Group], settings: ReportSet
                     inconclusive=treat.inconclusive or base.inconclusive,
                     simulated=(treat.simulated or base.simulated) and is_simulated_metric(m),
                     result=res,
+                    not_compared=why_not,
                 )
             )
     family = [i for i, r in enumerate(rows) if not r.inconclusive and not r.not_compared]

@@ -28,6 +28,7 @@ import datetime as _dt
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -110,31 +111,21 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     for r in a.comparisons:
         c = r.result
         u = tables.comparison_unit(c)
+        row: dict[str, Any] = dict(
+            workload=r.workload,
+            context=r.context,
+            factor=r.factor,
+            treatment=f"{r.factor}={r.treatment_level}",
+            baseline=f"{r.factor}={r.baseline_level}",
+            metric=info(c.metric).label,
+            unit=u.label,
+            n=f"{c.n_treatment} vs {c.n_baseline}",
+            medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
+            simulated=r.simulated,
+        )
         if r.not_compared:
-            comparisons.append(
-                dict(
-                    workload=r.workload,
-                    context=r.context,
-                    factor=r.factor,
-                    treatment=f"{r.factor}={r.treatment_level}",
-                    baseline=f"{r.factor}={r.baseline_level}",
-                    metric=info(c.metric).label,
-                    unit=u.label,
-                    n=f"{c.n_treatment} vs {c.n_baseline}",
-                    medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
-                    pct="–",
-                    ci="–",
-                    p_mw="–",
-                    p_mw_holm="–",
-                    p_welch="–",
-                    p_welch_holm="–",
-                    cliff="–",
-                    hl="–",
-                    verdict="not compared",
-                    simulated=r.simulated,
-                    note=r.not_compared,
-                )
-            )
+            tested = dict.fromkeys(("pct", "ci", "p_mw", "p_mw_holm", "p_welch", "p_welch_holm", "cliff", "hl"), "–")
+            comparisons.append({**row, **tested, "verdict": "not compared", "note": r.not_compared})
             continue
         if c.pct_ci_low is None and c.pct_change is not None:
             no_ci.append(
@@ -143,15 +134,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             )
         comparisons.append(
             dict(
-                workload=r.workload,
-                context=r.context,
-                factor=r.factor,
-                treatment=f"{r.factor}={r.treatment_level}",
-                baseline=f"{r.factor}={r.baseline_level}",
-                metric=info(c.metric).label,
-                unit=u.label,
-                n=f"{c.n_treatment} vs {c.n_baseline}",
-                medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
+                row,
                 pct=tables.fmt_pct(c.pct_change),
                 ci=(
                     f"{tables.fmt_pct(c.pct_ci_low)} to {tables.fmt_pct(c.pct_ci_high)}"
@@ -173,7 +156,6 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                     if c.significant
                     else "not significant"
                 ),
-                simulated=r.simulated,
                 note="; ".join(
                     x
                     for x in (c.note or "").split("; ")
