@@ -230,6 +230,10 @@ def test_yaml_python_tags_are_refused_with_file_and_line(tmp_path, tag):
         ("2026-01-01 10:00:00", 6, "YAML datetime value is not allowed"),
         ("!!set {a, b}", 6, "YAML set value is not allowed"),
         ("{1: x}", 6, "mapping key 1 is a int in YAML, not text"),
+        # PostgreSQL text and jsonb cannot hold U+0000: refused here, not when the spec is stored
+        ('"a\\0b"', 6, "text holding a NUL character (\\0) is not allowed: PostgreSQL cannot store it"),
+        ('"\\x00"', 6, "NUL character"),
+        ('{"k\\0": x}', 6, "mapping key 'k\\x00' holds a NUL character"),
     ],
 )
 def test_values_json_cannot_carry_are_refused_with_field_and_line(value, line, message):

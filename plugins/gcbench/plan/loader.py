@@ -287,7 +287,10 @@ def check_json_values(data: Any, lines: dict[PathKey, int], source: str, path: P
     cannot carry unchanged would give a trial another spec than the one its id was
     computed from. Refused: NaN and infinities (``.nan``, ``.inf``), and what YAML's
     other tags construct (``!!binary`` bytes, dates and timestamps, ``!!set``),
-    and mapping keys that are not text (``1:``, ``yes:``, ``null:``).
+    mapping keys that are not text (``1:``, ``yes:``, ``null:``), and text holding the
+    NUL character (``"\\0"``, ``"\\x00"``), which PostgreSQL's text and jsonb cannot
+    store (PostgreSQL documentation, 8.14 JSON Types: ``\\u0000`` is rejected), so the
+    trial would fail when its spec is stored, after the run began.
 
     Raises:
         PlanError: naming the field and its line, and how to write the value instead.
@@ -301,10 +304,22 @@ def check_json_values(data: Any, lines: dict[PathKey, int], source: str, path: P
                     format_path(path),
                     f"mapping key {key!r} is a {type(key).__name__} in YAML, not text; quote it",
                 )
+            if "\x00" in key:
+                raise PlanError(
+                    source, _line_for(path, lines), format_path(path), f"mapping key {key!r} holds a NUL character"
+                )
             check_json_values(value, lines, source, path + (key,))
     elif isinstance(data, list):
         for i, value in enumerate(data):
             check_json_values(value, lines, source, path + (i,))
+    elif isinstance(data, str):
+        if "\x00" in data:
+            raise PlanError(
+                source,
+                _line_for(path, lines),
+                format_path(path),
+                "text holding a NUL character (\\0) is not allowed: PostgreSQL cannot store it",
+            )
     elif isinstance(data, float):
         if not math.isfinite(data):
             raise PlanError(
@@ -313,7 +328,7 @@ def check_json_values(data: Any, lines: dict[PathKey, int], source: str, path: P
                 format_path(path),
                 f"{data!r} is not allowed: plan numbers must be finite",
             )
-    elif not isinstance(data, (str, int, bool, type(None))):
+    elif not isinstance(data, (int, bool, type(None))):
         raise PlanError(
             source,
             _line_for(path, lines),
