@@ -145,8 +145,9 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
     from gcbench.store import db, ingest
 
     plan = plan_from_text("name: listed\nworkloads: [{name: n, kind: noop}]\nrepetitions: 5\n")
+    long_report = "/srv/" + "/".join(["a-long-folder-name"] * 12) + "/reports/listed/manual__listed/report.html"
     with db.connection(pg_url) as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, "manual__listed", None)
+        pk = ingest.register_run(conn, plan, plan.dag_id, "manual__listed", "2026-12-01T08:17:04.354107+00:00")
         with conn.cursor() as cur:
             for spec, (status, valid) in zip(
                 expand(plan),
@@ -158,6 +159,11 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
                     "spec, status, valid) VALUES (%s, %s, 'listed', %s, 'n', 'noop', %s, %s, %s, %s)",
                     (pk, spec.trial_id, spec.variant, spec.repetition, spec.model_dump_json(), status, valid),
                 )
+            # a report path far wider than a terminal: piped, it is printed whole, never cut
+            cur.execute(
+                "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s)",
+                (pk, long_report, long_report.replace(".html", ".md")),
+            )
         conn.commit()
     env = {**os.environ, "GCBENCH_HOME": str(tmp_path / "home"), "GCBENCH_DATABASE_URL": pg_url}
     script = Path(sys.executable).with_name("gcbench")
@@ -180,25 +186,25 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
     assert [c.strip() for c in row.strip("│ ").split("│")] == [
         "listed",
         "manual__listed",
-        "-",
+        "2026-12-01T08:17:04.354107+00:00",
         "5",
         "2",
         "1",
         "1",
         "1",
-        "no report",
+        long_report,
     ]
     as_json = subprocess.run([str(script), "runs", "--json"], capture_output=True, text=True, timeout=120, env=env)
     assert json.loads(as_json.stdout) == [
         {
             "plan": "listed",
             "run_id": "manual__listed",
-            "logical_date": None,
+            "logical_date": "2026-12-01T08:17:04.354107+00:00",
             "trials": 5,
             "valid": 2,
             "invalid": 1,
             "failed": 1,
             "skipped": 1,
-            "report": None,
+            "report": long_report,
         }
     ]

@@ -276,18 +276,23 @@ def runs_cmd(
     )
     for col in RUNS_COLUMNS:
         table.add_column(col, justify="right" if col in ("trials", "valid", "invalid", "failed", "skipped") else "left")
-    for r in records:
-        table.add_row(
-            escape(r["plan"]),
-            escape(r["run_id"]),
+    cells = [
+        [
+            r["plan"],
+            r["run_id"],
             r["logical_date"] or "-",
             *(str(r[k]) for k in ("trials", "valid", "invalid", "failed", "skipped")),
-            escape(r["report"] or "no report"),
-        )
+            r["report"] or "no report",
+        ]
+        for r in records
+    ]
+    for row in cells:
+        table.add_row(*(escape(c) for c in row))
     console = Console()
     if not console.is_terminal:  # piped: no wrapping or cut-off ids and paths, as gcbench plan expand
-        widest = max(len(r["run_id"]) + len(r["report"] or "no report") + len(r["plan"]) for r in records)
-        console = Console(width=max(160, widest + 90))
+        # each column as wide as its widest cell or head, plus rich's padding and borders (3 per column)
+        widths = [max(len(head), *(len(row[i]) for row in cells)) for i, head in enumerate(RUNS_COLUMNS)]
+        console = Console(width=sum(widths) + 3 * len(widths) + 1)
     console.print(table)
 
 
