@@ -86,6 +86,11 @@ def test_report_files_say_not_in_effect_and_not_compared(tmp_path):
     assert "No headline:" in heads and "not made (a requested factor level was not in effect" in heads
     assert "no significant difference" not in heads and "pinned vs pageable" not in heads
     assert "not compared" in html and "raised bandwidth" not in html
+    # the Holm family counted in the text is what was tested (p-values), not the rows not compared
+    a = _analyze(h2d_without_cuda())
+    tested = [r for r in a.comparisons if r.result.p_mannwhitney is not None]
+    assert len(tested) < len([r for r in a.comparisons if not r.inconclusive])
+    assert f"Holm-adjusted across the {len(tested)} tested comparisons" in md
 
 
 def test_csv_files_carry_the_marks(tmp_path):

@@ -258,3 +258,58 @@ def test_mixed_tables_say_both_kinds_of_cells_and_inconclusive_changes_say_why()
     assert jt.notes[0].startswith('Cells: median [95 % CI] over valid trials, or "trials: a, b"')
     assert "Δ: percentage change of the median J/token against path=torch (pure PyTorch)" in jt.notes[0]
     assert "(inconclusive)" in jt.notes[0]
+
+
+def test_a_reference_whose_trials_are_all_invalid_is_missing_not_replaced(tmp_path):
+    """The pure-PyTorch group of tinylm-infer with 0 of 3 valid trials (a bursty machine):
+    the paper keeps pure PyTorch as the reference (no other path takes its place), gives
+    no change and says why; the report counts no tested comparison, says the changes
+    have no estimate, and names the empty group under its table."""
+    data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    t = data.trials
+    torch = "tinylm-infer[mode=infer,path=torch]"
+    rows = t.index[t["variant"] == torch]
+    assert len(rows) == 3
+    t.loc[rows, "valid"] = False
+    t.loc[rows, "reasons"] = pd.Series([["unstable window"]] * 3, index=rows)
+    a = analyze(data, FAST)
+    jt = paper_tables(a)[0]
+    assert jt.columns[5] == "Δ GPU J/token vs pure PyTorch"
+    infer = {r["path"]: r for r in _rows(jt) if r["regime"] == "infer"}
+    assert "torch" not in infer  # no valid trial: no row of values
+    assert {p: r["Δ GPU J/token vs pure PyTorch"] for p, r in infer.items()} == {
+        "external-go": "–",
+        "external-rust": "–",
+    }
+    assert (
+        "No change for tinylm-infer[mode=infer,path=external-go], tinylm-infer[mode=infer,path=external-rust]: "
+        "its path=torch group has no valid trial (the report's trials table gives each trial's reason)."
+    ) in jt.notes
+    # the train regime still compares against its own pure-PyTorch group
+    train = {r["path"]: r["Δ GPU J/token vs pure PyTorch"] for r in _rows(jt) if r["regime"] == "train"}
+    assert train["torch"] == "reference" and all(re.match(r"[-+]\d", v) for p, v in train.items() if p != "torch")
+
+    paths = write_report(data, tmp_path / "r", settings=FAST)
+    md = paths.markdown.read_text()
+    tested = sum(
+        1 for r in a.comparisons if not r.inconclusive and not r.not_compared and r.result.p_mannwhitney is not None
+    )
+    assert f"Holm-adjusted across the {tested} tested comparisons" in md
+    assert "No value for groups without a valid trial: tinylm-infer[mode=infer,path=torch] (0 valid of 3)" in md
+
+
+def test_no_headline_says_which_changes_have_no_estimate_at_all(tmp_path):
+    """Every pure-PyTorch group invalid: no comparison has a CI, and none has even a point
+    estimate; the headline section must not call them "point estimates"."""
+    data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    t = data.trials
+    rows = t.index[t["variant"].str.contains("path=torch")]
+    t.loc[rows, "valid"] = False
+    t.loc[rows, "reasons"] = pd.Series([["unstable window"]] * len(rows), index=rows)
+    a = analyze(data, FAST)
+    left_out = a.untested_for_ci()
+    assert left_out and all(r.result.pct_change is None for r in left_out)
+    md = write_report(data, tmp_path / "r", settings=FAST).markdown.read_text()
+    heads = md.split("## Headlines")[1].split("## Groups")[0]
+    assert f"{len(left_out)} have no estimate at all (a side has no valid trial)" in heads
+    assert "point estimate" not in heads

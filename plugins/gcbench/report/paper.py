@@ -243,8 +243,10 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         return f"{head} ({rest})" if rest else head
 
     refs: dict[str, object] = {}
-    for g in groups:  # the reference path of each workload: the report's baseline rule
-        levels = [setting(h, "path") for h in groups if h.workload == g.workload]
+    for g in groups:  # the reference path of each workload: the report's baseline rule,
+        # over every group of the workload, those without a valid trial too (a reference
+        # whose trials were all invalid is missing, not replaced by another path)
+        levels = [setting(h, "path") for h in a.groups if h.workload == g.workload]
         levels = list(dict.fromkeys(lv for lv in levels if lv is not None))
         refs[g.workload] = a.baseline_for(g.workload, "path", levels)
     ref_names = sorted({str(r) for r in refs.values() if r is not None})
@@ -280,7 +282,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
             change = "reference"
         elif ref is None:
             change = DASH
-            missing_ref.append(g.variant)
+            missing_ref.append(g)
         else:
             change = _change(a.comparison(g, ref, "j_per_token"), g, ref, ("path",))
             changes.append(change)
@@ -310,8 +312,16 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         )
     ]
     notes += _no_ci_note(groups, "j_per_token")
-    if missing_ref:
-        notes.append(f"No {ref_text} group to compare with: {', '.join(missing_ref)}.")
+    # a reference group whose trials were all invalid or failed is in a.groups, not in groups
+    no_valid_ref = [g.variant for g in missing_ref if any(same_but_path(h, g) for h in a.groups)]
+    absent_ref = [g.variant for g in missing_ref if g.variant not in no_valid_ref]
+    if no_valid_ref:
+        notes.append(
+            f"No change for {', '.join(no_valid_ref)}: its {ref_text} group has no valid trial "
+            f"(the report's trials table gives each trial's reason)."
+        )
+    if absent_ref:
+        notes.append(f"No {ref_text} group to compare with: {', '.join(absent_ref)}.")
     if sim:
         notes.append(SIM_NOTE)
     title = "GPU energy per token by preprocessing path and regime"

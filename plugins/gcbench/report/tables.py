@@ -239,6 +239,14 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
                 else ""
             ),
         )
+    empty = [g for g in groups if g.n_trials and not g.n_valid]
+    if empty:
+        names = ", ".join(f"{g.variant} (0 valid of {g.n_trials})" for g in empty)
+        notes.insert(
+            0,
+            f"No value for groups without a valid trial: {names}; each trial's status and "
+            f"the reason it is invalid are in the trials table.",
+        )
     if small:
         names = ", ".join(f"{v} ({n} valid)" for v, n in small.items())
         notes.insert(

@@ -380,7 +380,10 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         min_n_ci=stats.MIN_N_CI,
         trial_energy_unit=energy_unit.label,
         trial_time_unit=time_unit.label,
-        n_comparisons=sum(1 for r in a.comparisons if not r.inconclusive),
+        # the Holm family: what adjust_holm adjusted, comparisons that have a p-value
+        n_comparisons=sum(
+            1 for r in a.comparisons if not r.inconclusive and not r.not_compared and r.result.p_mannwhitney is not None
+        ),
     )
 
 
@@ -400,10 +403,15 @@ def _no_comparison_reason(a: Analysis) -> str:
     left_out = a.untested_for_ci()
     not_made = a.not_compared()
     if left_out:
+        point = sum(1 for r in left_out if r.result.pct_change is not None)
+        none = len(left_out) - point
+        parts = [f"{point} comparison{'s are' if point != 1 else ' is'} a point estimate only"] if point else []
+        if none:
+            parts.append(f"{none} ha{'ve' if none != 1 else 's'} no estimate at all (a side has no valid trial)")
         return (
             f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
-            f"valid trials per group; {len(left_out)} comparisons are point estimates only, "
-            f"see Comparisons)." + (" " + _not_compared_sentence(not_made) if not_made else "")
+            f"valid trials per group; {' and '.join(parts)}, see Comparisons)."
+            + (" " + _not_compared_sentence(not_made) if not_made else "")
         )
     if not_made:
         return "No headline: " + _not_compared_sentence(not_made)
