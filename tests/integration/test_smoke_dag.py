@@ -73,7 +73,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     # real computation: tokens processed, bytes copied, images trained on, time measured
     assert metrics[("tinylm", "tokens")][0] > 0 and metrics[("tinylm", "j_per_token")][0] > 0
     assert metrics[("h2d", "bytes")][0] >= 4 * 2**20 and metrics[("h2d", "gb_per_s")][0] > 0
-    assert metrics[("resnet_cifar", "samples")] == (32.0, 32.0)
+    assert metrics[("resnet_cifar", "samples")] == (64.0, 64.0)
     assert 0 <= metrics[("resnet_cifar", "accuracy")][0] <= 1
     assert metrics[("noop", "duration_s")][0] >= 1.2
     assert metrics[("tinylm", "co2e_kg")][0] > 0

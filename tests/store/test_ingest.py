@@ -349,10 +349,19 @@ def test_a_trial_with_every_kind_of_bad_value_keeps_its_energy_and_says_what_cha
 
 
 def test_a_plan_with_a_nul_in_a_setting_is_registered_with_it_replaced(conn, tmp_path):
+    """The plan loader refuses NUL (file, line, field); a plan built another way (the
+    Python API) and run parameters with NUL are still stored, NUL replaced."""
     from datetime import datetime
 
-    plan = plan_from_text('name: nul\nworkloads:\n  - {name: w, kind: noop, settings: {note: "a\\0b"}}\n')
-    assert plan.workloads[0].settings["note"] == "a\x00b"  # YAML's "\0" escape
+    from gcbench.errors import PlanError
+    from gcbench.plan.schema import Plan
+
+    with pytest.raises(PlanError, match=r"<string>:3: workloads\[0\]\.settings\.note: text holding a NUL"):
+        plan_from_text('name: nul\nworkloads:\n  - {name: w, kind: noop, settings: {note: "a\\0b"}}\n')
+    plan = Plan.model_validate(
+        {"name": "nul", "workloads": [{"name": "w", "kind": "noop", "settings": {"note": "a\x00b"}}]}
+    )
+    assert plan.workloads[0].settings["note"] == "a\x00b"
     pk = ingest.register_run(
         conn, plan, plan.dag_id, "manual__nul", None, {"note": "c\x00d", "when": datetime(2026, 1, 1)}
     )
