@@ -131,7 +131,8 @@ def _ratio(
     why = no_result(d, treat, base, factors)
     if why is not None or d is None or d.pct_change is None:
         return why or DASH
-    if d.pct_ci_low is None or d.pct_ci_high is None:  # no_result says why already
+    # no_result gave None, so the CI exists: this only narrows the types for mypy
+    if d.pct_ci_low is None or d.pct_ci_high is None:
         return DASH
     r = 1 + d.pct_change / 100
     return f"{r:.3g}x [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
