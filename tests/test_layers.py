@@ -21,6 +21,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "plugins" / "gcbench"
 
 LAYERS: list[set[str]] = [
+    # the registry of workload kinds (entry points: imports no gcbench module), the SDK of users' programs
+    {"kinds", "sdk"},
     # shared definitions: exceptions, units, settings, trial spec, metric names, statistics
     {"__init__", "errors", "units", "config", "spec", "metrics", "stats", "stability"},
     {"carbon", "codecarbon_compare"},
@@ -185,10 +187,10 @@ def test_the_checker_sees_imports_inside_functions_relative_ones_and_from_gcbenc
     ]
     bad = upward(all_imports(package), root=tmp_path)
     assert bad == [
-        "gcbench/energy/probe.py:4: energy (layer 2) imports gcbench.trial, up to trial (layer 5)",
-        "gcbench/energy/probe.py:5: energy (layer 2) imports gcbench.report, up to report (layer 6)",
-        "gcbench/energy/probe.py:6: energy (layer 2) imports gcbench.factory, up to factory (layer 8)",
-        "gcbench/energy/probe.py:7: energy (layer 2) imports gcbench.tokenizer.build, sideways to tokenizer (layer 2)",
+        "gcbench/energy/probe.py:4: energy (layer 3) imports gcbench.trial, up to trial (layer 6)",
+        "gcbench/energy/probe.py:5: energy (layer 3) imports gcbench.report, up to report (layer 7)",
+        "gcbench/energy/probe.py:6: energy (layer 3) imports gcbench.factory, up to factory (layer 9)",
+        "gcbench/energy/probe.py:7: energy (layer 3) imports gcbench.tokenizer.build, sideways to tokenizer (layer 3)",
     ]
 
 

@@ -64,3 +64,17 @@ def run_key(run_id: str) -> str:
 def run_dir(plan_name: str, run_id: str) -> Path:
     """Output folder of one DAG run: one sub-folder per trial id."""
     return home() / "runs" / plan_name / run_key(run_id)
+
+
+DEFAULT_DOCKER_URL = "unix://var/run/docker.sock"
+
+
+def docker_url() -> str:
+    """The Docker engine's address: ``DOCKER_HOST``, else the local socket."""
+    return os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_URL
+
+
+def engine_has_gpus() -> bool:
+    """Whether containers request the host's GPUs (``GCBENCH_DOCKER_GPUS``, default ``all``;
+    ``none`` on an engine without the NVIDIA container toolkit, e.g. CI)."""
+    return os.environ.get("GCBENCH_DOCKER_GPUS", "all").strip().lower() not in ("none", "0", "no", "false")

@@ -3,7 +3,7 @@ workload kind is judged on.
 
 Pure data, low in the package so that every layer can share it: the store reads these
 columns back (:mod:`gcbench.store.queries`), validation and the nightly regression
-check judge each kind on its :data:`PRIMARY_METRIC` (:mod:`gcbench.validate`,
+check judge each kind on its primary metric (:mod:`gcbench.kinds`, :mod:`gcbench.validate`,
 :mod:`gcbench.regression`), and the report shows them (how each is labelled and which
 a kind leads with: :mod:`gcbench.report.metrics`).
 """
@@ -38,5 +38,11 @@ METRIC_COLUMNS = (
 CO2E_BAND_COLUMNS = ("co2e_kg_low", "co2e_kg_high")
 """The CO2e figure at the low and high end of the plan's carbon-intensity band (kg)."""
 
-PRIMARY_METRIC = {"tinylm": "j_per_token", "h2d": "gpu_j_per_gb", "resnet_cifar": "gpu_energy_j", "noop": "duration_s"}
-"""The metric each workload kind is judged and compared on (column of :data:`METRIC_COLUMNS`)."""
+
+def primary_metrics() -> dict[str, str]:
+    """``{kind: the metric it is judged on}`` for every installed kind (the first of
+    its :attr:`gcbench.kinds.WorkloadKind.primary_metrics`; the regression check's SQL
+    maps each trial's kind through it)."""
+    from gcbench import kinds
+
+    return {name: k.primary_metric() for name, k in kinds.registry().items()}

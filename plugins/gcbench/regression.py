@@ -1,7 +1,7 @@
 """The nightly energy-regression check: tonight's run against the last N valid nights.
 
 For each group (variant) of a scheduled plan, the values compared are the group's
-primary metric (:data:`gcbench.metrics.PRIMARY_METRIC`: J/token for TinyLM, GPU J/GB
+primary metric (:func:`gcbench.metrics.primary_metrics`: J/token for TinyLM, GPU J/GB
 for H2D, GPU J for ResNet, seconds for the no-op) of **valid** trials only:
 
 * *tonight*: the valid trials stored under this run's logical date (by this run or an
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import GCBenchError
-from gcbench.metrics import PRIMARY_METRIC
+from gcbench.metrics import primary_metrics
 
 if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports the factory)
     import pandas
@@ -234,7 +234,7 @@ def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: Regre
 
 
 def _primary_metric_json() -> str:
-    return json.dumps(PRIMARY_METRIC)
+    return json.dumps(primary_metrics())
 
 
 def tonight_frame(conn, dag_id: str, run_id: str) -> pandas.DataFrame:

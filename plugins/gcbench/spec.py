@@ -96,7 +96,7 @@ class TrialSpec(BaseModel):
     Attributes:
         plan: plan name.
         workload: name of the plan's workload entry this trial comes from.
-        kind: workload kind (``tinylm``, ``h2d``, ``resnet_cifar``, ``noop``).
+        kind: workload kind, a name in the registry (:mod:`gcbench.kinds`).
         variant: readable label of the factor combination, e.g.
             ``tinylm-infer[batch_size=8,path=torch]``; repetitions of one variant form
             a group in statistics.
@@ -109,6 +109,12 @@ class TrialSpec(BaseModel):
         warmup, window: warm-up and measured window.
         energy: measurement settings.
         order: position in the plan's (possibly randomized) schedule; not hashed.
+        program: for the kinds that run a user's own work (``python``, ``command``,
+            ``container``): ``{"entrypoint": "pkg.mod:function"}``, ``{"command":
+            [argv...], "env": {...}, "cwd": "..."}``, ``{"image": "...", "command":
+            [...]}``, each with an optional ``"unit"`` (the unit of work the counts are
+            in); None for the built-in kinds (and then left out of the hashed JSON, so
+            their ids are those of specs written before it existed).
         trial_id: the stable id (see module docstring); filled by :meth:`with_id`.
     """
 
@@ -127,6 +133,7 @@ class TrialSpec(BaseModel):
     window: Amount = Amount(steps=1)
     energy: EnergySettings = EnergySettings()
     order: int = 0
+    program: dict[str, Any] | None = None
     trial_id: str = ""
 
     def canonical_json(self) -> str:
@@ -138,6 +145,8 @@ class TrialSpec(BaseModel):
         for key in ("warmup", "window"):
             if isinstance(data.get(key), dict) and data[key].get("until_stable") is None:
                 data[key].pop("until_stable", None)
+        if data.get("program") is None:
+            data.pop("program", None)
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def compute_id(self) -> str:
@@ -148,6 +157,17 @@ class TrialSpec(BaseModel):
     def with_id(self) -> TrialSpec:
         """A copy with ``trial_id`` set to :meth:`compute_id`."""
         return self.model_copy(update={"trial_id": self.compute_id()})
+
+    @property
+    def unit(self) -> str | None:
+        """The unit of work this trial's counts are in: the plan's ``unit:`` for a
+        user's own program, else the kind's (:class:`gcbench.kinds.WorkloadKind`)."""
+        if self.program and self.program.get("unit"):
+            return str(self.program["unit"])
+        from gcbench import kinds
+
+        k = kinds.find(self.kind)
+        return k.unit if k is not None else None
 
     @property
     def group(self) -> str:

@@ -102,9 +102,20 @@ class _Log:
 
 
 class Context:
-    """The :class:`gcbench.workloads.TrialContext` given to workloads."""
+    """The :class:`gcbench.workloads.TrialContext` given to workloads.
+
+    Besides ``with ctx.window(key):`` (the built-in workloads' way), windows can be
+    opened and closed by :meth:`begin` / :meth:`end` at given times on the meter's time
+    base: the control channel of a user's program (:mod:`gcbench.workloads.program`)
+    does so with each event's own time. Counts, steps and metrics go to the innermost
+    open window (:meth:`count`, :meth:`step`, :meth:`metric`); what cannot be applied
+    (a count outside any window, an ``end`` of a window not open) becomes a problem
+    sentence in :attr:`problems`, never an exception.
+    """
 
     def __init__(self, spec: TrialSpec, outdir: Path, meter: Any, log: _Log):
+        from gcbench.workloads.control import Problems
+
         self.spec = spec
         self.outdir = outdir
         self.meter = meter
@@ -113,39 +124,161 @@ class Context:
         self.windows: dict[str, dict[str, float]] = {}
         self.progress: dict[str, dict[str, Any]] = {}
         self.codecarbon: CodeCarbonResult | None = None
+        self.window_counts: dict[str, dict[str, int | float]] = {}
+        """``{window key: {unit: count}}`` of what :meth:`count` attributed to each window."""
+        self.own_metrics: dict[str, float] = {}
+        """``{name: value}`` given by :meth:`metric` (the workload's own figures)."""
+        self.problems = Problems()
+        self.control_summary: dict[str, Any] | None = None
+        """What the control channel of a user's program carried (lines, windows never ended)."""
+        self._open: list[str] = []
+        self._progress: dict[str, Any] = {}
+        self._tracker: Any = None
+
+    def _check_key(self, key: str) -> None:
+        from gcbench.workloads.control import NAME
+
+        if not isinstance(key, str) or not NAME.match(key):
+            raise ValueError(f"window name {key!r} is not lower_snake_case ([a-z][a-z0-9_]*, at most 63 characters)")
+
+    def begin(self, key: str = "main", at_s: float | None = None) -> float:
+        """Open window ``key`` now, or at ``at_s`` (s on the meter's time base, for an
+        event timed by the program that sent it; no start jitter then).
+
+        Returns:
+            the window's start, s.
+
+        Raises:
+            ValueError: ``key`` is not lower_snake_case.
+            MeasurementError: ``key`` is already open.
+        """
+        from gcbench.stability import Progress
+
+        self._check_key(key)
+        if key == "main" and self.spec.energy.codecarbon and self._tracker is None:
+            from gcbench.codecarbon_compare import CodeCarbonTracker
+
+            self._tracker = CodeCarbonTracker(gpu_ids=self.spec.devices or None, output_dir=str(self.outdir))
+            self._tracker.__enter__()
+        start_s = self.meter.begin_window(key, at_s=at_s)
+        self.log(f"window {key} begins at t={start_s:.3f}s")
+        self._progress[key] = Progress(self.meter.origin_monotonic, start_s)
+        self._open.append(key)
+        return start_s
+
+    def end(self, key: str = "main", at_s: float | None = None) -> float:
+        """Close window ``key`` now or at ``at_s``; returns its end, s.
+
+        Raises:
+            MeasurementError: ``key`` is not open.
+        """
+        end_s = self.meter.end_window(key, at_s=at_s)
+        if key in self._open:
+            self._open.remove(key)
+        progress = self._progress.pop(key, None)
+        if progress is not None and progress.steps:
+            self.progress[key] = progress.to_dict()
+        if key == "main" and self._tracker is not None:
+            self._tracker.__exit__(None, None, None)
+            self.codecarbon = self._tracker.result
+            self._tracker = None
+        start_s = self.meter.windows[key][0]
+        self.windows[key] = {"start_s": start_s, "end_s": end_s}
+        self.log(f"window {key} ends at t={end_s:.3f}s ({end_s - start_s:.3f} s)")
+        return end_s
+
+    def is_open(self, key: str) -> bool:
+        """Whether window ``key`` is open now."""
+        return key in self._open
+
+    def open_windows(self) -> list[str]:
+        """Keys of the open windows, outermost first."""
+        return list(self._open)
+
+    def rebase_progress(self, key: str, start_s: float) -> None:
+        """Start the progress record of open window ``key`` afresh at ``start_s`` (its
+        start moved: :meth:`gcbench.energy.meter.Meter.move_window_start`)."""
+        from gcbench.stability import Progress
+
+        self._progress[key] = Progress(self.meter.origin_monotonic, start_s)
 
     @contextmanager
     def window(self, key: str = "main") -> Iterator[None]:
         """Measured window ``key``: energy and time between entry and exit; the step
         loops run inside it report their progress (:mod:`gcbench.stability`)."""
-        from gcbench.stability import Progress
         from gcbench.workloads._loop import recording
 
-        tracker = None
-        if key == "main" and self.spec.energy.codecarbon:
-            from gcbench.codecarbon_compare import CodeCarbonTracker
-
-            tracker = CodeCarbonTracker(gpu_ids=self.spec.devices or None, output_dir=str(self.outdir))
-            tracker.__enter__()
-        start_s = self.meter.begin_window(key)
-        self.log(f"window {key} begins at t={start_s:.3f}s")
-        progress = Progress(self.meter.origin_monotonic, start_s)
+        self.begin(key)
         try:
-            with recording(progress):
+            with recording(self._progress[key]):
                 yield
         finally:
-            end_s = self.meter.end_window(key)
-            if progress.steps:
-                self.progress[key] = progress.to_dict()
-            if tracker is not None:
-                tracker.__exit__(None, None, None)
-                self.codecarbon = tracker.result
-            self.windows[key] = {"start_s": start_s, "end_s": end_s}
-            self.log(f"window {key} ends at t={end_s:.3f}s ({end_s - start_s:.3f} s)")
+            self.end(key)
+
+    def innermost(self) -> str | None:
+        """The innermost open window's key, or None."""
+        return self._open[-1] if self._open else None
+
+    def count(self, window: str | None = None, **units: int | float) -> None:
+        """Add units of work (``tokens=4096``) to window ``window`` (default: the
+        innermost open one). A count with no open window, or a negative, non-finite or
+        non-numeric one, is recorded as a problem and not counted."""
+        import math
+
+        key = window or self.innermost()
+        for unit, n in units.items():
+            if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n < 0:
+                self.problems.add(f"count {unit} {n!r}: not a non-negative number; not counted")
+                continue
+            if key is None:
+                self.problems.add(f"count {unit} {n!r} outside any window: not attributed to a window")
+                continue
+            counts = self.window_counts.setdefault(key, {})
+            counts[unit] = counts.get(unit, 0) + n
+
+    def step(self, n: int = 1, at_s: float | None = None) -> None:
+        """``n`` steps finished in the innermost open window (now, or at ``at_s``)."""
+        key = self.innermost()
+        if key is None:
+            self.problems.add(f"step {n} outside any window: not recorded")
+            return
+        progress = self._progress[key]
+        if at_s is None:
+            progress.done(n)
+        else:
+            clock = progress.clock
+            progress.clock = lambda: at_s + self.meter.origin_monotonic
+            try:
+                progress.done(n)
+            finally:
+                progress.clock = clock
+
+    def metric(self, name: str, value: float) -> None:
+        """Store a figure of the workload's own with the trial (``loss``); the last
+        value given wins."""
+        from gcbench.workloads.control import MAX_METRICS, NAME
+
+        if not isinstance(name, str) or not NAME.match(name):
+            self.problems.add(f"metric name {name!r} is not lower_snake_case: not stored")
+        elif name not in self.own_metrics and len(self.own_metrics) >= MAX_METRICS:
+            self.problems.add(f"metric {name}: more than {MAX_METRICS} metric names, not stored")
+        else:
+            self.own_metrics[name] = float(value)
+
+    def close_open(self) -> list[str]:
+        """Close every window still open (a program that ended without ``window end``);
+        returns their keys."""
+        left = list(self._open)
+        for key in reversed(left):
+            self.end(key)
+        return left
 
 
 def _torch_device(spec: TrialSpec) -> str:
-    if not spec.devices or spec.kind == "noop":
+    from gcbench import kinds
+
+    kind = kinds.find(spec.kind)
+    if not spec.devices or (kind is not None and not kind.uses_gpu):
         return "cpu"
     try:
         import torch
@@ -171,19 +304,88 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def derive_metrics(counts: dict[str, Any], energy: dict[str, Any], windows: dict[str, Any]) -> dict[str, Any]:
-    """The trial's figures from the workload's counts and the main window's energy.
+PER_UNIT_METRICS = ("j_per_token", "gpu_j_per_gb", "samples_per_s", "gpu_j_per_unit")
+"""Figures that exist only when the trial counted its unit of work."""
+
+
+def no_unit_reason(unit: str | None, counts: dict[str, Any]) -> str:
+    """Why a trial with energy and time has no J/unit (stored in result.json and shown
+    with the trial)."""
+    if unit is None:
+        return "no unit of work declared (plan: unit: tokens, requests, ...): energy and time only, no J/unit"
+    if not counts.get(unit):
+        return f"no count of {unit} in the main window (count {unit} N on the control channel): no J/{unit}"
+    return f"no GPU energy or duration for the {unit} counted: no J/{unit}"
+
+
+def _unit_figures(
+    counts: dict[str, Any], win: dict[str, Any], unit: str | None, tokenize: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """J/unit and units/s of one window from its counts and its energy dict."""
+    m: dict[str, Any] = {}
+    duration_s = win.get("duration_s")
+    gpu_j = win.get("gpu_energy_j")
+    cpu_j = win.get("cpu_energy_j")
+
+    def per(value, unit_count):
+        return value / unit_count if value is not None and unit_count else None
+
+    tokens = counts.get("tokens")
+    if tokens:
+        m["tokens_per_s"] = per(tokens, duration_s)
+        m["j_per_token"] = m["gpu_j_per_token"] = per(gpu_j, tokens)
+        tok = tokenize or {}
+        e2e = [gpu_j, cpu_j, tok.get("gpu_energy_j") if tok else 0.0, tok.get("cpu_energy_j") if tok else 0.0]
+        m["e2e_j_per_token"] = per(sum(e2e), tokens) if all(x is not None for x in e2e) else None
+        if tok:
+            m["tokenize_duration_s"] = tok.get("duration_s")
+    n_bytes = counts.get("bytes")
+    if n_bytes:
+        gb = bytes_to_gb(n_bytes)
+        m["gb_per_s"] = per(gb, duration_s)
+        m["gpu_j_per_gb"] = per(gpu_j, gb)
+        m["cpu_j_per_gb"] = per(cpu_j, gb)
+    samples = counts.get("samples")
+    if samples:
+        m["samples_per_s"] = per(samples, duration_s)
+    if unit is not None and unit not in ("tokens", "bytes", "samples"):
+        n = counts.get(unit)
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and n:
+            m["units"] = n
+            m["units_per_s"] = per(n, duration_s)
+            m["gpu_j_per_unit"] = per(gpu_j, n)
+            m["cpu_j_per_unit"] = per(cpu_j, n)
+            m["unit"] = unit
+    return m
+
+
+def derive_metrics(
+    counts: dict[str, Any],
+    energy: dict[str, Any],
+    windows: dict[str, Any],
+    unit: str | None = None,
+    window_counts: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The trial's figures from the workload's counts and its windows' energy.
 
     Args:
-        counts: what the workload returned (``tokens``, ``bytes``, ``samples``, ...).
+        counts: what the workload returned (``tokens``, ``bytes``, ``samples``, ...),
+            with what it counted in the main window added.
         energy: ``{window key: EnergyResult.to_dict()}``; ``main`` is the primary window.
         windows: ``{window key: {start_s, end_s}}``.
+        unit: the trial's unit of work (:attr:`gcbench.spec.TrialSpec.unit`); a unit
+            other than tokens, bytes and samples gives ``units``, ``units_per_s``,
+            ``gpu_j_per_unit``, ``cpu_j_per_unit`` and the text metric ``unit``.
+        window_counts: ``{window key: {unit: n}}`` counted in the other named windows.
 
     Returns:
         A flat dict. Energies in J, times in s, rates per s; None where unknown
         (an unknown CPU energy never becomes 0). J/token and J/GB are GPU energy over
         the main window; ``e2e_j_per_token`` adds CPU energy and the external
-        tokenization window where those are known.
+        tokenization window where those are known. Each other named window ``w``
+        (``prefill``, ``decode``; not the external ``tokenize`` step) adds
+        ``w_duration_s``, ``w_gpu_energy_j``, ``w_cpu_energy_j`` and, from its own
+        counts, its figures per unit (``w_j_per_token``, ``w_tokens_per_s``, ...).
     """
     main = energy.get("main") or {}
     m: dict[str, Any] = {k: v for k, v in counts.items() if isinstance(v, (int, float, str, bool)) or v is None}
@@ -200,28 +402,19 @@ def derive_metrics(counts: dict[str, Any], energy: dict[str, Any], windows: dict
     idle = [d.get("idle_power_w") for d in main.get("gpu", [])]
     if gpu_j is not None and duration_s and idle and all(p is not None for p in idle):
         m["gpu_energy_above_idle_j"] = gpu_j - sum(idle) * duration_s
-
-    def per(value, unit_count):
-        return value / unit_count if value is not None and unit_count else None
-
-    tokens = counts.get("tokens")
-    if tokens:
-        m["tokens_per_s"] = per(tokens, duration_s)
-        m["j_per_token"] = m["gpu_j_per_token"] = per(gpu_j, tokens)
-        tok = energy.get("tokenize") or {}
-        e2e = [gpu_j, cpu_j, tok.get("gpu_energy_j") if tok else 0.0, tok.get("cpu_energy_j") if tok else 0.0]
-        m["e2e_j_per_token"] = per(sum(e2e), tokens) if all(x is not None for x in e2e) else None
-        if tok:
-            m["tokenize_duration_s"] = tok.get("duration_s")
-    n_bytes = counts.get("bytes")
-    if n_bytes:
-        gb = bytes_to_gb(n_bytes)
-        m["gb_per_s"] = per(gb, duration_s)
-        m["gpu_j_per_gb"] = per(gpu_j, gb)
-        m["cpu_j_per_gb"] = per(cpu_j, gb)
-    samples = counts.get("samples")
-    if samples:
-        m["samples_per_s"] = per(samples, duration_s)
+    m.update(_unit_figures(counts, main, unit, energy.get("tokenize") or {}))
+    for key, win in energy.items():
+        if key in ("main", "tokenize") or not isinstance(win, dict):
+            continue
+        m[f"{key}_duration_s"] = win.get("duration_s")
+        m[f"{key}_gpu_energy_j"] = win.get("gpu_energy_j")
+        m[f"{key}_cpu_energy_j"] = win.get("cpu_energy_j")
+        own = (window_counts or {}).get(key) or {}
+        for unit_name, n in own.items():
+            m[f"{key}_{unit_name}"] = n
+        for name, value in _unit_figures(own, win, unit).items():
+            if name != "unit":
+                m[f"{key}_{name}"] = value
     return m
 
 
@@ -307,7 +500,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             + (" (torch imported)" if "torch" in sys.modules else "")
         )
         with warmup_log() as warmups:
-            counts = workloads.load(spec.kind).run(spec, ctx) or {}
+            counts = workloads.load(spec.kind)(spec, ctx) or {}
         for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
             if key in counts:  # what ran, at the top of result.json (not a metric)
                 result[key] = counts.pop(key)
@@ -325,6 +518,14 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         if isinstance(exc, KeyboardInterrupt):
             result["error"] = "interrupted"
     finally:
+        left_open: list[str] = []
+        if ctx is not None:
+            try:
+                left_open = ctx.close_open()
+            except Exception as exc:  # noqa: BLE001 - the meter's stop() closes them then
+                log(f"closing the open windows failed: {exc}")
+            for key in left_open:
+                ctx.problems.add(f"window {key} was still open when the workload ended: closed then")
         try:
             energy = {k: v.to_dict() for k, v in meter.stop().items()}
         except Exception as exc:  # noqa: BLE001 - a meter failure must not lose the workload's result
@@ -334,6 +535,20 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
                 status, result["status"] = EXIT_FAILED, "failed"
                 result["error"] = f"energy measurement failed: {exc}"
         windows = ctx.windows if ctx is not None else {}
+        if ctx is not None:
+            never_ended = [*(ctx.control_summary or {}).get("windows_never_ended", []), *left_open]
+            result["control"] = {
+                **(ctx.control_summary or {}),
+                "windows_never_ended": never_ended,
+                "problems": ctx.problems.to_list(),
+                "window_counts": ctx.window_counts,
+                "metrics": ctx.own_metrics,
+            }
+            main_counts = ctx.window_counts.get("main") or {}
+            for unit, n in main_counts.items():
+                counts[unit] = counts.get(unit, 0) + n if isinstance(counts.get(unit, 0), (int, float)) else n
+            for name, value in ctx.own_metrics.items():
+                counts.setdefault(name, value)
         if status == EXIT_OK and "main" not in windows:
             status, result["status"] = EXIT_FAILED, "failed"
             result["error"] = f"workload {spec.kind} opened no measured window"
@@ -352,7 +567,15 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
                     f"after {w['steps']} steps, {w['seconds']:.2f} s (CV of the last {w['judged_steps']} step times "
                     f"{cv}, limit {w['cv_max']:g})"
                 )
-        result["metrics"] = derive_metrics(counts, energy, windows) if status == EXIT_OK else {}
+        window_counts = ctx.window_counts if ctx is not None else {}
+        result["metrics"] = (
+            derive_metrics(counts, energy, windows, unit=spec.unit, window_counts=window_counts)
+            if status == EXIT_OK
+            else {}
+        )
+        declared = spec.program is not None or spec.unit is not None
+        if status == EXIT_OK and declared and not any(result["metrics"].get(m) is not None for m in PER_UNIT_METRICS):
+            result["no_unit_reason"] = no_unit_reason(spec.unit, counts)
         if status == EXIT_OK:
             result["metrics"].update(stability_metrics(result["stability"]))
         if status == EXIT_OK and ctx is not None and ctx.codecarbon is not None:

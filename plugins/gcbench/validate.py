@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gcbench.metrics import PRIMARY_METRIC
+from gcbench import kinds
 from gcbench.plan.schema import ValidationSettings
 
 DEFAULT_UPDATE_PERIOD_S = 0.1
@@ -136,6 +136,7 @@ def check_trial(
         reasons.append(text or "throughput unstable in the window")
     elif text:
         flags.append(text)
+    named_window_findings(result, settings, min_s, period_s, reasons, flags)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
     if len(gpu) == 0:
         reasons.append("no GPU samples stored")
@@ -185,6 +186,59 @@ def check_trial(
             if names:
                 flags.append(f"{device}: throttled during the window ({', '.join(names)})")
     return Verdict(not reasons, reasons, flags)
+
+
+def named_window_findings(
+    result: dict[str, Any],
+    settings: ValidationSettings,
+    min_s: float,
+    period_s: float,
+    reasons: list[str],
+    flags: list[str],
+) -> None:
+    """The rules on a trial's other named windows (``prefill``, ``decode``: a user's
+    program marks them) and on what its control channel carried; appends to
+    ``reasons`` (invalidating) and ``flags``.
+
+    * each named window must last ``min_window_periods`` sensor periods and have a known
+      GPU energy, and its cross-check is judged like the main window's;
+    * a window a program never ended (closed at its exit) invalidates the trial: its end
+      is not the program's;
+    * every other control-channel problem, and a trial without a count of its unit of
+      work (no J/unit), is a flag with its sentence.
+    """
+    energy = result.get("energy") or {}
+    for key, win in (result.get("windows") or {}).items():
+        if key in ("main", "tokenize"):
+            continue
+        start_s, end_s = win.get("start_s"), win.get("end_s")
+        if start_s is None or end_s is None:
+            reasons.append(f"window {key}: not recorded")
+            continue
+        duration_s = end_s - start_s
+        if duration_s < min_s:
+            reasons.append(
+                f"window {key} too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
+                f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
+            )
+        e = energy.get(key) or {}
+        if e.get("gpu_energy_j") is None:
+            reasons.append(f"window {key}: GPU energy unknown")
+        for dev in e.get("gpu", []):
+            tier, text = cross_check_finding(dev, settings)
+            if tier == "invalid":
+                reasons.append(f"window {key}: {text or 'energy counter and power reference disagree'}")
+            elif text:
+                flags.append(f"window {key}: {text}")
+    control = result.get("control") or {}
+    for key in control.get("windows_never_ended") or []:
+        reasons.append(f"window {key} was never ended by the program: closed at its exit, so its end is not measured")
+    for problem in control.get("problems") or []:
+        if "was never ended" in problem or "still open when" in problem:
+            continue  # a reason above
+        flags.append(f"control channel: {problem}")
+    if result.get("no_unit_reason"):
+        flags.append(str(result["no_unit_reason"]))
 
 
 def stability_finding(
@@ -321,8 +375,8 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
     twins_apart: set[str] = set()
     for variant, group in df.groupby("variant"):
         kind = group["kind"].iloc[0]
-        metric = PRIMARY_METRIC.get(kind, "duration_s")
         valid_rows = group[[verdicts[pk].valid for pk in group["trial_pk"]]]
+        metric = kinds.primary_metric(kind, lambda m, rows=valid_rows: m in rows and rows[m].notna().any())
         if metric in valid_rows:
             mask = outliers(valid_rows[metric].to_numpy(), settings.outlier_mad_k)
             for pk, is_out in zip(valid_rows["trial_pk"], mask, strict=True):

@@ -559,8 +559,15 @@ class Meter:
     def _now(self) -> float:
         return time.monotonic() - self.origin_monotonic
 
-    def begin_window(self, key: str = "main") -> float:
+    def begin_window(self, key: str = "main", at_s: float | None = None) -> float:
         """Sleep a seeded random delay in [0, jitter_max_s], then open window ``key``.
+
+        Args:
+            key: the window's name.
+            at_s: open it at this time instead (s since :attr:`origin_monotonic`), with
+                no jitter: an edge timed by the program that marked it (the control
+                channel). It may lie a little in the past; the sampler reads the
+                counter at a high rate from the moment it is told.
 
         Returns:
             the window's start, s since :attr:`origin_monotonic`.
@@ -572,28 +579,52 @@ class Meter:
             raise MeasurementError("meter", "begin_window() outside start()/stop()")
         if key in self.windows and self.windows[key][1] is None:
             raise MeasurementError("meter", f"window {key!r} is already open")
-        delay = self.rng.uniform(0.0, self.settings.jitter_max_s) if self.settings.jitter_max_s > 0 else 0.0
-        self.jitter_s[key] = delay
-        if delay:
-            time.sleep(delay)
-        t = self._now()
+        if at_s is None:
+            delay = self.rng.uniform(0.0, self.settings.jitter_max_s) if self.settings.jitter_max_s > 0 else 0.0
+            self.jitter_s[key] = delay
+            if delay:
+                time.sleep(delay)
+            t = self._now()
+        else:
+            t = float(at_s)
         self._send(f"begin {t:.6f}")
         self.windows[key] = [t, None]
         return t
 
-    def end_window(self, key: str = "main") -> float:
-        """Close window ``key``; returns its end, s since :attr:`origin_monotonic`.
+    def end_window(self, key: str = "main", at_s: float | None = None) -> float:
+        """Close window ``key`` now (or at ``at_s``, as :meth:`begin_window`); returns
+        its end, s since :attr:`origin_monotonic`.
 
         Raises:
-            MeasurementError: ``key`` was not opened or is already closed.
+            MeasurementError: ``key`` was not opened or is already closed, or ``at_s``
+                lies before its start.
         """
         w = self.windows.get(key)
         if w is None or w[1] is not None:
             raise MeasurementError("meter", f"window {key!r} is not open")
-        t = self._now()
+        t = self._now() if at_s is None else float(at_s)
+        if w[0] is not None and t < w[0]:
+            raise MeasurementError("meter", f"window {key!r} would end at {t:.6f} s, before its start {w[0]:.6f} s")
         w[1] = t
         self._send(f"end {t:.6f}")
         return t
+
+    def move_window_start(self, key: str, start_s: float) -> None:
+        """Start the open window ``key`` at ``start_s`` instead (s since
+        :attr:`origin_monotonic`, not before its current start): a user's program that
+        marks its own window inside the span first opened for it.
+
+        Raises:
+            MeasurementError: ``key`` is not open, or ``start_s`` is before its start.
+        """
+        w = self.windows.get(key)
+        if w is None or w[1] is not None:
+            raise MeasurementError("meter", f"window {key!r} is not open")
+        if w[0] is not None and start_s < w[0]:
+            raise MeasurementError("meter", f"window {key!r} cannot start at {start_s:.6f} s, before {w[0]:.6f} s")
+        w[0] = float(start_s)
+        self.jitter_s.pop(key, None)
+        self._send("burst")
 
     # ------------------------------------------------------------------ stop
     def _kill(self) -> None:

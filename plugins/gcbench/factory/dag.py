@@ -50,6 +50,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gcbench import kinds
 from gcbench.config import default_runner
 from gcbench.plan.expand import variants
 from gcbench.plan.identifiers import (
@@ -298,6 +299,8 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 else:
                     spec = TrialSpec.from_file(trial["spec_path"])
             runner = ctx["params"].get("runner") or default_runner(plan.runner)
+            if kinds.get(spec.kind).runs_beside:
+                runner = "local"  # the meter runs on the worker; the trial starts the user's container itself
             holder = f"trial {spec.trial_id} of {plan.dag_id} {ctx['run_id']}"
             try:
                 # the lease is taken before the trial starts: its wait is in neither the

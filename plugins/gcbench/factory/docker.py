@@ -43,6 +43,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gcbench.config import engine_has_gpus
 from gcbench.errors import TrialError
 from gcbench.spec import TrialSpec
 
@@ -53,19 +54,8 @@ CONTAINER_OUTDIR = "/gcbench/out"
 CONTAINER_DATA_DIR = "/data"
 CONTAINER_HOME = "/gcbench/home"
 CONTAINER_PROJECT = "/gcbench/project"
-DEFAULT_DOCKER_URL = "unix://var/run/docker.sock"
 STOP_TIMEOUT_S = 10
 """Seconds between SIGTERM and SIGKILL when a trial container is stopped."""
-
-
-def docker_url() -> str:
-    """The engine address: ``DOCKER_HOST`` or the local socket."""
-    return os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_URL
-
-
-def engine_has_gpus() -> bool:
-    """Whether trial containers request the host's GPUs (``GCBENCH_DOCKER_GPUS``, default ``all``)."""
-    return os.environ.get("GCBENCH_DOCKER_GPUS", "all").strip().lower() not in ("none", "0", "no", "false")
 
 
 def needs_power_cap(spec: TrialSpec) -> bool:

@@ -102,10 +102,11 @@ def _devices_for(entry: WorkloadEntry, settings: dict[str, Any], plan: Plan) -> 
 
 
 def settings_checker(kind: str):
-    """The workload module's ``check_settings(cfg)`` (raises ValueError), or None."""
-    from gcbench.workloads import load
+    """The kind's ``check_settings(cfg)`` (raises ValueError), or None
+    (:attr:`gcbench.kinds.WorkloadKind.check_settings`)."""
+    from gcbench import kinds
 
-    return getattr(load(kind), "check_settings", None)
+    return kinds.get(kind).check_settings
 
 
 def _type_problem(value: Any, default: Any) -> str | None:
@@ -187,6 +188,7 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
                             f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}",
                         )
         checker = settings_checker(w.kind)
+        _check_program(plan, w, i, lines, source)
         for combo in combos:
             settings = {**w.settings, **combo}
             problem = check_values(settings, defaults, checker)
@@ -227,6 +229,29 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
     from gcbench.plan.identifiers import check_airflow_identifiers
 
     check_airflow_identifiers(plan, lines, source)
+
+
+def _check_program(plan: Plan, w: WorkloadEntry, i: int, lines: dict, source: str) -> None:
+    """The kind's plan-time check of a user's program (entry point found, executable
+    found, placeholders naming settings, a Docker engine for a container).
+
+    Raises:
+        PlanError: naming the program field and its line.
+    """
+    from gcbench import kinds
+
+    kind = kinds.get(w.kind)
+    program = w.program()
+    if kind.check_program is None or program is None:
+        return
+    settings = {**w.settings, **{k: v[0] for k, v in w.matrix.items()}}
+    try:
+        kind.check_program(program, settings, plan.runner)
+    except kinds.ProgramError as exc:
+        top = exc.field.split(".")[0]
+        key = ("workloads", i, *exc.field.split("."))
+        line = lines.get(key, lines.get(("workloads", i, top), lines.get(("workloads", i))))
+        raise PlanError(source, line, f"workloads[{i}].{exc.field}", str(exc)) from None
 
 
 def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[str] | None = None) -> list[TrialSpec]:
@@ -276,6 +301,7 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
                     warmup=Amount.model_validate((w.warmup or plan.warmup).model_dump()),
                     window=Amount.model_validate((w.window or plan.window).model_dump()),
                     energy=plan.energy,
+                    program=w.program(),
                 )
                 specs.append(spec.with_id())
     limit = max_map_length()

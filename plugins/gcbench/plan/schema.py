@@ -40,8 +40,6 @@ from gcbench.spec import Amount, EnergySettings, Scalar
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """Plan and workload names: lower-case letters, digits, ``-`` and ``_`` (they become dag_ids)."""
 
-WORKLOAD_KINDS = ("noop", "tinylm", "h2d", "resnet_cifar")
-
 MAX_REPETITIONS = 1000
 """Most repetitions per variant, in a plan and in a run's parameters."""
 
@@ -212,11 +210,71 @@ class WorkloadEntry(_Strict):
     The matrix is a cartesian product of its factor lists; ``exclude`` removes the
     combinations that match every key of one of its rules. Factor values are overlaid
     on ``settings`` to give each trial's effective settings.
+
+    ``kind`` names an installed workload kind (:mod:`gcbench.kinds`; an unknown one is
+    an error listing the installed kinds). The kinds that run a user's own work take
+    the program fields (docs/your-own-workload.md): ``entrypoint``
+    (``package.module:function``, kind ``python``), ``command`` (an argument list, never
+    a shell; ``{setting}`` placeholders are replaced by the trial's setting values;
+    kinds ``command`` and ``container``), ``image`` (kind ``container``), ``env``
+    (extra environment, values with the same placeholders), ``cwd`` (kind ``command``;
+    relative to the project root) and ``unit`` (what the program's counts are in:
+    ``tokens``, ``requests``...; J/unit and units/s come from it).
     """
 
+    @field_validator("kind")
+    @classmethod
+    def _kind_installed(cls, kind: str) -> str:
+        from gcbench import kinds
+
+        try:
+            kinds.get(kind)
+        except kinds.UnknownKind as exc:
+            raise ValueError(str(exc)) from None  # lists the installed kinds
+        return kind
+
+    @model_validator(mode="after")
+    def _program_fields(self) -> WorkloadEntry:
+        from gcbench import kinds
+
+        kind = kinds.find(self.kind)
+        if kind is None:  # reported by the kind's own validator
+            return self
+        declared = kind.program
+        for fname in ("entrypoint", "command", "image", "env", "cwd", "unit"):
+            given = getattr(self, fname) not in (None, {})
+            if given and fname not in declared:
+                allowed = ", ".join(sorted(declared)) or "none"
+                raise ValueError(f"{fname!r} is not a field of kind {self.kind!r} (its program fields: {allowed})")
+            if declared.get(fname) and not given:
+                raise ValueError(f"kind {self.kind!r} needs {fname!r}")
+        return self
+
+    def program(self) -> dict[str, Any] | None:
+        """The trial spec's ``program`` (:class:`gcbench.spec.TrialSpec`), or None for a
+        kind without program fields."""
+        from gcbench import kinds
+
+        if not kinds.get(self.kind).program:
+            return None
+        out: dict[str, Any] = {}
+        for fname in ("entrypoint", "command", "image", "env", "cwd", "unit"):
+            value = getattr(self, fname)
+            if value not in (None, {}):
+                out[fname] = (
+                    list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+                )
+        return out
+
     name: str = Field(pattern=NAME_PATTERN)
-    kind: Literal["noop", "tinylm", "h2d", "resnet_cifar"]
+    kind: str
     description: str = ""
+    entrypoint: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    image: str | None = Field(default=None, min_length=1, pattern=r"^[^\s]+$")
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(default_factory=dict)
+    cwd: str | None = None
+    unit: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,62}$")
     settings: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)

@@ -12,7 +12,7 @@ Rules applied here (and stated in the report):
   ``twins disagree``), is *inconclusive*: its figures are shown, marked, and it takes
   part in no test.
 * A group's energy ratio and rate of the same work (J/token and tokens/s, J/GB and GB/s:
-  ``metrics.PAIRED_METRICS``) are summarised over the same trials, those where both are
+  ``metrics.paired_metrics``) are summarised over the same trials, those where both are
   known; every ratio also gets the pooled estimator sum / sum
   (:func:`gcbench.stats.summarize_ratio`) beside the median of per-trial ratios.
 * Headlines are comparisons that have a confidence interval (at least
@@ -52,12 +52,12 @@ from gcbench.metrics import METRIC_COLUMNS
 from gcbench.report.data import TRIAL_COLUMNS, ReportData
 from gcbench.report.metrics import (
     CORE_METRICS,
-    PAIRED_METRICS,
     RATIOS,
     describe_method,
     info,
     is_simulated_metric,
     kind_compared,
+    paired_metrics,
     table_metrics,
 )
 from gcbench.stability import TWIN_FLAG
@@ -349,7 +349,7 @@ def paired_mask(used: pd.DataFrame, kind: str) -> np.ndarray:
     """Trials of ``used`` where every paired metric of the kind (J/token and tokens/s...)
     and its pooling denominator are known: the trials all of them are summarised over."""
     keep = np.ones(len(used), dtype=bool)
-    for m in PAIRED_METRICS.get(kind, ()):
+    for m in paired_metrics(kind):
         keep &= used[m].notna().to_numpy()
         if m in RATIOS:
             keep &= (used[RATIOS[m].denominator] > 0).to_numpy()
@@ -368,7 +368,7 @@ def summarise_metric(g: Group, metric: str, settings: ReportSettings) -> None:
     if used is None:
         raise ValueError(f"group {g.variant}: its used trials are not set (analyze() sets them)")
     v = used[metric].to_numpy(dtype=float)
-    paired = PAIRED_METRICS.get(g.kind, ())
+    paired = paired_metrics(g.kind)
     mask = None
     if metric in paired or PAIRED_DERIVED.get(metric) in paired:
         mask = paired_mask(used, g.kind)
@@ -1297,13 +1297,20 @@ class Analysis:
         return [
             r
             for r in self.comparisons
-            if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is None and not r.not_compared
+            if r.result.metric in self.headline_metrics(r) and r.result.pct_ci_low is None and not r.not_compared
         ]
 
     def not_compared(self) -> list[ComparisonRow]:
         """Comparisons of headline metrics not made: a requested level of the factor was
         not in effect on a side (:attr:`ComparisonRow.not_compared`)."""
-        return [r for r in self.comparisons if r.result.metric in kind_compared(r.kind)[:2] and r.not_compared]
+        return [r for r in self.comparisons if r.result.metric in self.headline_metrics(r) and r.not_compared]
+
+    def headline_metrics(self, r: ComparisonRow) -> tuple[str, ...]:
+        """The two metrics a comparison of ``r``'s workload can headline: the first two
+        of its kind's compared metrics that the workload's comparisons have (a user's
+        program yields J/token, J/GB or J/unit by its unit)."""
+        seen = {c.result.metric for c in self.comparisons if c.workload == r.workload}
+        return tuple(m for m in kind_compared(r.kind) if m in seen)[:2]
 
     def baseline_for(self, workload: str, factor: str, levels: list | None = None) -> Any:
         """The baseline level of ``factor`` in ``workload`` (:func:`baseline_level` over
@@ -1324,7 +1331,7 @@ class Analysis:
         rows = [
             r
             for r in self.comparisons
-            if r.result.metric in kind_compared(r.kind)[:2] and r.result.pct_ci_low is not None and not r.not_compared
+            if r.result.metric in self.headline_metrics(r) and r.result.pct_ci_low is not None and not r.not_compared
         ]
 
         def rank(r: ComparisonRow) -> int:

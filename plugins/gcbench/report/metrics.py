@@ -1,9 +1,12 @@
 """What each metric is called in a report, its unit, and which metrics each workload
-kind leads with. Pure data: no pandas, no matplotlib."""
+kind leads with (read from the kinds' registry, :mod:`gcbench.kinds`). Pure data: no
+pandas, no matplotlib."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from gcbench import kinds
 
 
 @dataclass(frozen=True)
@@ -49,26 +52,47 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("codecarbon_rel_error", "CodeCarbon relative error", ""),
         MetricInfo("s_per_token", "time per token", "s/token"),
         MetricInfo("s_per_gb", "time per GB", "s/GB"),
+        MetricInfo("units", "units of work", "units", lower_is_better=False),
+        MetricInfo("units_per_s", "throughput", "units/s", lower_is_better=False),
+        MetricInfo("gpu_j_per_unit", "GPU J/unit", "J/unit"),
+        MetricInfo("cpu_j_per_unit", "CPU J/unit", "J/unit"),
     )
 }
 
 
+def split_window(metric: str) -> tuple[str, str] | None:
+    """``("prefill", "j_per_token")`` for a named window's figure ``prefill_j_per_token``
+    (:func:`gcbench.trial.derive_metrics`), None for any other column."""
+    if metric in METRICS:
+        return None
+    for i, ch in enumerate(metric):
+        if ch == "_" and metric[i + 1 :] in METRICS and i > 0:
+            return metric[:i], metric[i + 1 :]
+    return None
+
+
 def info(metric: str) -> MetricInfo:
-    """The :class:`MetricInfo` of a column; unknown columns are shown by name."""
-    return METRICS.get(metric) or MetricInfo(metric, metric.replace("_", " "), "")
+    """The :class:`MetricInfo` of a column; a named window's figure is labelled with its
+    window (``prefill GPU J/token``); other unknown columns are shown by name."""
+    known = METRICS.get(metric)
+    if known is not None:
+        return known
+    split = split_window(metric)
+    if split is not None:
+        base = METRICS[split[1]]
+        return MetricInfo(metric, f"{split[0]} {base.label}", base.unit, base.lower_is_better)
+    return MetricInfo(metric, metric.replace("_", " "), "")
 
 
-KIND_METRICS: dict[str, tuple[str, ...]] = {
-    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
-    "h2d": ("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb"),
-    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "accuracy", "codecarbon_rel_error"),
-    "noop": ("duration_s",),
-}
-"""Metrics of each workload kind, the primary first (the one validation's outlier rule
-and the trial list use); the :data:`CORE_METRICS` follow them in every table. Columns
-unknown in every trial of a workload are dropped, except the core ones. ``gpu_j_per_token``
-is not shown: it equals ``j_per_token`` by construction (GPU energy of the main window /
-tokens); it stays in the CSV exports."""
+def kind_metrics(kind: str) -> tuple[str, ...]:
+    """Summarized metrics of a workload kind, the primary first (the one validation's
+    outlier rule and the trial list use): the kind's :attr:`~gcbench.kinds.WorkloadKind.metrics`.
+    The :data:`CORE_METRICS` follow them in every table; columns unknown in every trial
+    of a workload are dropped, except the core ones. ``gpu_j_per_token`` is not shown: it
+    equals ``j_per_token`` by construction; it stays in the CSV exports."""
+    k = kinds.find(kind)
+    return tuple(k.metrics) if k is not None else DEFAULT_METRICS
+
 
 CORE_METRICS = ("duration_s", "gpu_energy_j", "cpu_energy_j", "co2e_kg")
 """Columns every workload's table has, in this order after the kind's own metrics (an
@@ -104,16 +128,19 @@ RATIOS: dict[str, Ratio] = {
     "cpu_j_per_gb": Ratio("bytes", 1e-9, "Σ CPU energy / Σ GB"),
     "gb_per_s": Ratio("duration_s", 1.0, "Σ GB / Σ time"),
     "samples_per_s": Ratio("duration_s", 1.0, "Σ samples / Σ time"),
+    "gpu_j_per_unit": Ratio("units", 1.0, "Σ GPU energy / Σ units"),
+    "units_per_s": Ratio("duration_s", 1.0, "Σ units / Σ time"),
 }
 """Ratio metrics that get a pooled estimator beside the median of per-trial ratios."""
 
-PAIRED_METRICS: dict[str, tuple[str, ...]] = {
-    "tinylm": ("j_per_token", "tokens_per_s"),
-    "h2d": ("gpu_j_per_gb", "gb_per_s"),
-}
-"""Per kind, the energy ratio and the rate that are always summarised over the same
-trials (those where both, and their denominators, are known), so that a group's J/token
-and tokens/s describe the same work."""
+
+def paired_metrics(kind: str) -> tuple[str, ...]:
+    """The energy ratio and the rate of a kind that are always summarised over the same
+    trials (those where both, and their denominators, are known), so that a group's
+    J/token and tokens/s describe the same work (:attr:`gcbench.kinds.WorkloadKind.paired`)."""
+    k = kinds.find(kind)
+    return tuple(k.paired) if k is not None else ()
+
 
 SIMULATED_METRICS = frozenset(
     {
@@ -127,6 +154,7 @@ SIMULATED_METRICS = frozenset(
         "energy_kwh",
         "co2e_kg",
         "codecarbon_rel_error",
+        "gpu_j_per_unit",
     }
 )
 """Metrics computed from GPU energy: the only figures that come from the simulated
@@ -135,29 +163,18 @@ and RAPL CPU energy are real measurements even then."""
 
 
 def is_simulated_metric(metric: str) -> bool:
-    """True for a metric derived from GPU energy (see :data:`SIMULATED_METRICS`)."""
-    return metric in SIMULATED_METRICS
+    """True for a metric derived from GPU energy (see :data:`SIMULATED_METRICS`), a
+    named window's included (``prefill_j_per_token``)."""
+    if metric in SIMULATED_METRICS:
+        return True
+    split = split_window(metric)
+    return split is not None and split[1] in SIMULATED_METRICS
 
-
-KIND_COMPARED: dict[str, tuple[str, ...]] = {
-    "tinylm": ("j_per_token", "tokens_per_s", "e2e_j_per_token"),
-    "h2d": ("gpu_j_per_gb", "gb_per_s"),
-    "resnet_cifar": ("gpu_energy_j", "total_energy_j", "duration_s"),
-    "noop": ("duration_s",),
-}
-"""Metrics tested between variants, per kind (each test joins the report's Holm family,
-so only the figures a study makes claims about are tested; CO2e is energy times a
-constant and needs no test of its own)."""
 
 DEFAULT_METRICS = ("gpu_energy_j", "duration_s")
 
 ENERGY_METRIC_ORDER = ("gpu_energy_j", "total_energy_j", "cpu_energy_j")
 """The energy shown in the per-group box plot: the first known of these."""
-
-
-def kind_metrics(kind: str) -> tuple[str, ...]:
-    """Summarized metrics of a workload kind (primary first)."""
-    return KIND_METRICS.get(kind, DEFAULT_METRICS)
 
 
 def table_metrics(kind: str) -> tuple[str, ...]:
@@ -170,8 +187,12 @@ def table_metrics(kind: str) -> tuple[str, ...]:
 
 
 def kind_compared(kind: str) -> tuple[str, ...]:
-    """Metrics compared between variants for a workload kind."""
-    return KIND_COMPARED.get(kind, DEFAULT_METRICS[:1])
+    """Metrics tested between variants of a workload kind (each test joins the report's
+    Holm family, so only the figures a study makes claims about are tested; CO2e is
+    energy times a constant and needs no test of its own):
+    :attr:`gcbench.kinds.WorkloadKind.compared`."""
+    k = kinds.find(kind)
+    return tuple(k.compared) if k is not None else DEFAULT_METRICS[:1]
 
 
 METHOD_DESCRIPTIONS: dict[str, str] = {

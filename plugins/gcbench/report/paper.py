@@ -34,7 +34,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gcbench import stats
+from gcbench import kinds, stats
 from gcbench.report.analysis import Analysis, Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
 from gcbench.report.tables import (
@@ -206,12 +206,19 @@ def _no_ci_note(groups: list[Group], metric: str) -> list[str]:
     ]
 
 
+def feeds(kind: str, study: str) -> bool:
+    """Whether trials of ``kind`` feed the paper table of ``study`` (the kind's
+    :attr:`gcbench.kinds.WorkloadKind.study`)."""
+    k = kinds.find(kind)
+    return k is not None and k.study == study
+
+
 def regime_jtoken(a: Analysis) -> PaperTable | None:
     """GPU J/token per path and regime, change against pure PyTorch with its CI."""
     groups = [
         g
         for g in a.groups
-        if g.kind == "tinylm"
+        if feeds(g.kind, "regime-tokens")
         and "j_per_token" in g.summaries
         and g.summaries["j_per_token"].n + g.summaries["j_per_token"].n_excluded > 0
     ]
@@ -368,7 +375,7 @@ def _delta_note(changes: list[str], against: str, sign: str, ratio: bool = False
 def regime_h2d(a: Analysis) -> PaperTable | None:
     """H2D bandwidth and GPU J/GB, pinned against pageable (the reference: the report's
     baseline of ``memory``), with their ratios."""
-    groups = [g for g in a.groups if g.kind == "h2d" and "memory" in g.factors]
+    groups = [g for g in a.groups if feeds(g.kind, "regime-h2d") and "memory" in g.factors]
     if not groups:
         return None
     pairs = []
@@ -447,7 +454,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
             "Not compared, and no figure shown for a side whose work was not what its "
             "label says: " + "; ".join(dict.fromkeys(not_in_effect)) + "."
         )
-    host = a.trials[(a.trials["kind"] == "h2d") & a.trials["used"]]
+    host = a.trials[a.trials["kind"].map(lambda k: feeds(k, "regime-h2d")) & a.trials["used"]]
     if "copy_target" in host.columns and (host["copy_target"] == "host").any():
         notes.append(
             "No CUDA device: the copies ran from host memory into host memory, so "
@@ -471,7 +478,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
 
 def multigpu(a: Analysis) -> PaperTable | None:
     """Energy, time and CO2e per configuration with the change against the baseline."""
-    ts = [t for t in a.tradeoffs if t.kind == "resnet_cifar"]
+    ts = [t for t in a.tradeoffs if feeds(t.kind, "multigpu-co2e")]
     if not ts:
         return None
     rows = []

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from gcbench import stats
+from gcbench import kinds, stats
 from gcbench.report.analysis import (
     Analysis,
     Group,
@@ -48,19 +48,25 @@ from gcbench.report.analysis import (
 )
 from gcbench.report.metrics import info, is_simulated_metric
 
-ENERGY_TIME: dict[str, tuple[tuple[str, ...], str]] = {
-    "tinylm": (("j_per_token",), "s_per_token"),
-    "h2d": (("gpu_j_per_gb",), "s_per_gb"),
-}
-"""Per kind measured over a fixed window: (energy metric candidates, time metric)."""
-
 DEFAULT_ENERGY_TIME: tuple[tuple[str, ...], str] = (("total_energy_j", "gpu_energy_j"), "duration_s")
 """Workloads of fixed work: the run's energy (GPU + CPU where known in every trial) and
 time."""
 
-STUDY_KINDS = frozenset({"resnet_cifar"})
-"""Kinds whose per-configuration energy and time (with the change against the baseline)
-are computed even without a trade-off factor: the multi-GPU study's table needs them."""
+
+def energy_time(kind: str) -> tuple[tuple[str, ...], str]:
+    """(energy metric candidates, time metric) of a kind's trade-off: the kind's own for
+    those measured over a fixed window (J/token and s/token), else
+    :data:`DEFAULT_ENERGY_TIME` (:attr:`gcbench.kinds.WorkloadKind.energy_time`)."""
+    k = kinds.find(kind)
+    return k.energy_time if k is not None and k.energy_time is not None else DEFAULT_ENERGY_TIME
+
+
+def tradeoff_always(kind: str) -> bool:
+    """Whether a kind's per-configuration energy and time (with the change against the
+    baseline) are computed even without a trade-off factor (the multi-GPU study's table
+    needs them: :attr:`gcbench.kinds.WorkloadKind.tradeoff_always`)."""
+    k = kinds.find(kind)
+    return k is not None and k.tradeoff_always
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -197,7 +203,7 @@ def _key(factors: dict, skip: str) -> str:
 
 def energy_time_metrics(a: Analysis, workload: str, kind: str) -> tuple[str, str] | None:
     """(energy metric, time metric) of a workload, or None when either is unknown."""
-    cands, time_m = ENERGY_TIME.get(kind, DEFAULT_ENERGY_TIME)
+    cands, time_m = energy_time(kind)
     df = a.trials[(a.trials["workload"] == workload) & a.trials["used"]]
     if len(df) == 0 or not df[time_m].notna().any():
         return None
@@ -279,7 +285,7 @@ def effect_headline(t: Tradeoff, e: LevelEffect, conf: int) -> str:
 
 def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
     """A :class:`Tradeoff` for every workload that has a trade-off factor or is of a
-    :data:`STUDY_KINDS` kind, and whose energy and time are known."""
+    kind with :func:`tradeoff_always`, and whose energy and time are known."""
     out = []
     conf = round(a.settings.confidence * 100)
     for workload, kind, groups in a.workloads():
@@ -289,7 +295,7 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                 if v not in levels.setdefault(k, []):
                     levels[k].append(v)
         factors = [k for k in sorted(levels) if len(levels[k]) > 1 and tradeoff_kind(k)]
-        if not factors and kind not in STUDY_KINDS:
+        if not factors and not tradeoff_always(kind):
             continue
         metrics = energy_time_metrics(a, workload, kind)
         if metrics is None:

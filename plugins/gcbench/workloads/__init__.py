@@ -1,5 +1,11 @@
 """Workloads: the measured work of a trial, one module per kind.
 
+The kinds are registered in :mod:`gcbench.kinds` (entry-point group
+``gcbench.workloads``): each module declares its :class:`~gcbench.kinds.WorkloadKind`
+as ``KIND``. Besides the built-in studies' kinds, ``python`` (:mod:`.pyfunc`),
+``command`` (:mod:`.command`) and ``container`` (:mod:`.container`) run a user's own
+work, marked through the control channel (:mod:`.control`, :mod:`.program`).
+
 Each workload module exposes::
 
     def run(spec: TrialSpec, ctx: TrialContext) -> dict[str, float | int | str | None]
@@ -23,21 +29,13 @@ stays cheap for Airflow's DAG processor.
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol
 
+from gcbench import kinds
 from gcbench.spec import TrialSpec
-
-WORKLOADS: dict[str, str] = {
-    "noop": "gcbench.workloads.noop",
-    "tinylm": "gcbench.workloads.tinylm",
-    "h2d": "gcbench.workloads.h2d",
-    "resnet_cifar": "gcbench.workloads.resnet_cifar",
-}
-"""Workload kind -> module implementing ``run(spec, ctx)``."""
 
 
 class TrialContext(Protocol):
@@ -60,10 +58,24 @@ class TrialContext(Protocol):
     def log(self, message: str) -> None:
         """A line in the trial log (trial.log)."""
 
+    def count(self, window: str | None = None, **units: int | float) -> None:
+        """Units of work (``tokens=4096``) done in the innermost open window."""
 
-def load(kind: str) -> ModuleType:
-    """The module of workload ``kind``; raises KeyError for an unknown kind."""
-    return importlib.import_module(WORKLOADS[kind])
+    def step(self, n: int = 1, at_s: float | None = None) -> None:
+        """``n`` steps finished in the innermost open window."""
+
+    def metric(self, name: str, value: float) -> None:
+        """A figure of the workload's own, stored with the trial."""
+
+
+def load(kind: str) -> Callable[..., Any]:
+    """The ``run(spec, ctx)`` function of workload ``kind``.
+
+    Raises:
+        gcbench.kinds.UnknownKind: no installed package registers ``kind``.
+        gcbench.kinds.KindRegistryError: its module cannot be imported.
+    """
+    return kinds.get(kind).load_run()
 
 
 def window_steps(spec: TrialSpec, default: int = 10) -> int:
@@ -114,9 +126,11 @@ def effective(
 
 
 def defaults_for(kind: str) -> dict[str, Any] | None:
-    """The settings a workload kind accepts with their defaults (its ``DEFAULTS``), or None.
+    """The settings a workload kind accepts with their defaults, or None for free-form
+    settings (:attr:`gcbench.kinds.WorkloadKind.defaults`).
 
-    Workload modules import torch lazily, so this is cheap enough for DAG parsing.
+    Raises:
+        gcbench.kinds.UnknownKind: no installed package registers ``kind``.
     """
-    module = load(kind)
-    return getattr(module, "DEFAULTS", None)
+    defaults = kinds.get(kind).defaults
+    return dict(defaults) if defaults is not None else None

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import time
 
+from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, effective, settings
 from gcbench.workloads._loop import device_kind, run_steps, seed_everything, synchronizer
@@ -145,3 +146,20 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         "note": note,
         **effective(cfg, used, not_in_effect),
     }
+
+
+KIND = WorkloadKind(
+    name="h2d",
+    run="gcbench.workloads.h2d:run",
+    description="host-to-device copies from pinned or pageable memory (the regime study's H2D part)",
+    defaults=DEFAULTS,
+    check_settings=check_settings,
+    unit="bytes",
+    primary_metrics=("gpu_j_per_gb",),
+    metrics=("gpu_j_per_gb", "gb_per_s", "cpu_j_per_gb"),
+    compared=("gpu_j_per_gb", "gb_per_s"),
+    paired=("gpu_j_per_gb", "gb_per_s"),
+    energy_time=(("gpu_j_per_gb",), "s_per_gb"),
+    study="regime-h2d",
+)
+"""The kind's registration (entry point ``h2d`` of group ``gcbench.workloads``)."""

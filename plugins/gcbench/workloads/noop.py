@@ -31,6 +31,7 @@ import os
 import signal
 import time
 
+from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, effective, settings
 from gcbench.workloads._loop import run_steps
@@ -83,3 +84,16 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     if note:
         out["note"] = note
     return out
+
+
+KIND = WorkloadKind(
+    name="noop",
+    run="gcbench.workloads.noop:run",
+    description="an (almost) empty window: the runner's own overhead per trial",
+    defaults=DEFAULTS,
+    primary_metrics=("duration_s",),
+    metrics=("duration_s",),
+    compared=("duration_s",),
+    uses_gpu=False,
+)
+"""The kind's registration (entry point ``noop`` of group ``gcbench.workloads``)."""

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from gcbench.errors import SkipTrial
+from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, settings
 
@@ -575,3 +576,20 @@ if __name__ == "__main__":
         print("usage: python -m gcbench.workloads.resnet_cifar --worker CONFIG.json", file=sys.stderr)
         sys.exit(2)
     sys.exit(_worker(sys.argv[2]))
+
+
+KIND = WorkloadKind(
+    name="resnet_cifar",
+    run="gcbench.workloads.resnet_cifar:run",
+    description="ResNet-50 on CIFAR-10 under a fixed compute budget, 1-N GPUs, FP32/AMP, power caps (study 2)",
+    defaults=DEFAULTS,
+    check_settings=check_settings,
+    unit="samples",
+    primary_metrics=("gpu_energy_j",),
+    metrics=("gpu_energy_j", "total_energy_j", "accuracy", "codecarbon_rel_error"),
+    compared=("gpu_energy_j", "total_energy_j", "duration_s"),
+    tradeoff_always=True,
+    power_cap=True,
+    study="multigpu-co2e",
+)
+"""The kind's registration (entry point ``resnet_cifar`` of group ``gcbench.workloads``)."""

@@ -75,6 +75,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
 from gcbench.workloads import AMP_ON_CPU, TrialContext, effective, settings
 from gcbench.workloads._loop import device_kind, run_steps, seed_everything, synchronizer
@@ -419,3 +420,20 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         del source, ids
         (Path(ctx.outdir) / "corpus.tok").unlink(missing_ok=True)
     return out
+
+
+KIND = WorkloadKind(
+    name="tinylm",
+    run="gcbench.workloads.tinylm:run",
+    description="TinyLM train/infer fed by in-process or external tokenization (the regime study)",
+    defaults=DEFAULTS,
+    check_settings=check_settings,
+    unit="tokens",
+    primary_metrics=("j_per_token",),
+    metrics=("j_per_token", "tokens_per_s", "e2e_j_per_token"),
+    compared=("j_per_token", "tokens_per_s", "e2e_j_per_token"),
+    paired=("j_per_token", "tokens_per_s"),
+    energy_time=(("j_per_token",), "s_per_token"),
+    study="regime-tokens",
+)
+"""The kind's registration (entry point ``tinylm`` of group ``gcbench.workloads``)."""
