@@ -120,7 +120,7 @@ class Context:
         self.outdir = outdir
         self.meter = meter
         self.log = log
-        self.device = _torch_device(spec)
+        self._device: str | None = None
         self.windows: dict[str, dict[str, float]] = {}
         self.progress: dict[str, dict[str, Any]] = {}
         self.codecarbon: CodeCarbonResult | None = None
@@ -134,6 +134,14 @@ class Context:
         self._open: list[str] = []
         self._progress: dict[str, Any] = {}
         self._tracker: Any = None
+
+    @property
+    def device(self) -> str:
+        """Torch device string of the trial's first GPU (``cuda:0``) or ``cpu``; found on
+        first use, so a trial whose work is another program never imports torch."""
+        if self._device is None:
+            self._device = _torch_device(self.spec)
+        return self._device
 
     def _check_key(self, key: str) -> None:
         from gcbench.workloads.control import NAME
