@@ -7,8 +7,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gcbench-installed
 BENCH_STAMP := $(VENV)/.gcbench-bench-installed
+EXAMPLES_STAMP := $(VENV)/.gcbench-examples-installed
 
-.PHONY: setup system-deps demo lint test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
+.PHONY: setup examples system-deps demo lint test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,16 @@ $(STAMP): pyproject.toml setup.cfg
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The examples of docs/your-own-workload.md: a third-party workload kind (a Hugging Face
+# causal LM, installed as its own package with its entry point; brings transformers) and
+# the C program of kind: command (cc).
+$(EXAMPLES_STAMP): $(STAMP) examples/hf-causal-lm/pyproject.toml
+	$(PY) -m pip install -q -e examples/hf-causal-lm
+	touch $(EXAMPLES_STAMP)
+
+examples: $(EXAMPLES_STAMP)
+	$(MAKE) -s -C examples/command
 
 # The benchmarks' anchors (tiktoken, Hugging Face tokenizers): pyproject's bench extra.
 # The tokenizer tests use them too (their equivalence tests skip without them).
@@ -51,7 +62,7 @@ test: setup system-deps
 	$(MAKE) test-native
 	$(MAKE) test-python
 
-test-python: setup $(BENCH_STAMP)
+test-python: setup $(BENCH_STAMP) examples
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-native:

@@ -8,7 +8,8 @@
 #   3. makes the base image gcbench/debian:bookworm with debootstrap + docker import
 #      (reused when the tag exists: no registry is reachable here);
 #   4. builds the tokenizer toolchain images and the trial image on that base (the trial
-#      image gets torch from a local CPU wheel, never a download);
+#      image gets torch from a local CPU wheel, never a download), and the example user
+#      image of kind: container (examples/container, nothing of GC-Bench inside);
 #   5. gets a Docker Compose v2 to validate docker-compose.yml;
 #   6. runs pytest on tests/docker (smoke plan with --runner docker, failure policy,
 #      compose config) with GCBENCH_REQUIRE_DOCKER=1, so nothing passes by skipping;
@@ -30,6 +31,10 @@ gcb_packages
 gcb_engine
 gcb_base_image
 gcb_trial_images
+gcb_step "a user's own image (examples/container/Dockerfile: the Debian base and a shell program, no GC-Bench)"
+USER_IMAGE=gcbench-example/marked:1
+gcb_build example-user --build-arg "BASE=$BASE_IMAGE" -f examples/container/Dockerfile -t "$USER_IMAGE" examples
+export GCBENCH_TEST_USER_IMAGE="$USER_IMAGE"
 gcb_compose_v2
 
 gcb_step "pytest tests/docker"

@@ -216,11 +216,24 @@ def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     rapl_root: str = typer.Option("/sys/class/powercap", help="powercap tree to probe for RAPL."),
 ) -> None:
-    """What this machine can measure (NVML, nvidia-smi, RAPL, Docker, GPU mapping) and why not."""
+    """What this machine can measure (NVML, nvidia-smi, RAPL, Docker, GPU mapping) and why not,
+    and the workload kinds installed here (entry-point group gcbench.workloads)."""
+    from gcbench import kinds
     from gcbench.energy import doctor
 
     findings = doctor.diagnose(rapl_root=rapl_root)
-    typer.echo(json.dumps(findings, indent=2, default=str) if as_json else doctor.format_text(findings))
+    try:
+        installed = {name: {"description": k.description, "unit": k.unit} for name, k in kinds.registry().items()}
+        kinds_text = "workload kinds: " + ", ".join(installed)
+    except kinds.KindRegistryError as exc:  # a broken plugin is a finding, not a crash of the doctor
+        installed = {"error": str(exc)}
+        kinds_text = f"workload kinds: BROKEN REGISTRATION: {exc}"
+    findings["workload_kinds"] = installed
+    if as_json:
+        typer.echo(json.dumps(findings, indent=2, default=str))
+    else:
+        typer.echo(doctor.format_text({k: v for k, v in findings.items() if k != "workload_kinds"}))
+        typer.echo(kinds_text)
 
 
 RUNS_COLUMNS = ("plan", "run id", "logical date", "trials", "valid", "invalid", "failed", "skipped", "report")
