@@ -43,6 +43,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gcbench import config
 from gcbench.config import engine_has_gpus
 from gcbench.errors import TrialError
 from gcbench.spec import TrialSpec
@@ -56,6 +57,9 @@ CONTAINER_HOME = "/gcbench/home"
 CONTAINER_PROJECT = "/gcbench/project"
 STOP_TIMEOUT_S = 10
 """Seconds between SIGTERM and SIGKILL when a trial container is stopped."""
+
+docker_url = config.docker_url
+"""The engine address (:func:`gcbench.config.docker_url`), as the runner's callers name it."""
 
 
 def needs_power_cap(spec: TrialSpec) -> bool:
@@ -98,8 +102,6 @@ def trial_operator_kwargs(
     from docker.types import DeviceRequest, Mount
 
     if home is None:
-        from gcbench import config
-
         home = config.home()
     cache = Path(home) / "cache"
     mounts = [
@@ -137,7 +139,7 @@ def trial_operator_kwargs(
         "mount_tmp_dir": False,
         "auto_remove": "force",
         "network_mode": "none",
-        "docker_url": docker_url or globals()["docker_url"](),
+        "docker_url": docker_url or config.docker_url(),
         "environment": environment,
         "user": "0:0" if needs_power_cap(spec) else f"{os.getuid()}:{os.getgid()}",
         "retrieve_output": False,
