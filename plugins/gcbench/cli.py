@@ -19,6 +19,14 @@ CLI_PARAM_NAMES = {"repetitions": "--repetitions", "variants": "--variant", "run
 """How errors of :func:`gcbench.plan.params.run_params` name the run parameters' flags."""
 
 
+def say_database() -> None:
+    """One line on stderr naming the results database (and home) this command uses, so
+    results never come silently from another folder's database (issue 20, item 11)."""
+    from gcbench.store import db
+
+    typer.echo(f"using {db.describe()}", err=True)
+
+
 class Runner(StrEnum):
     """Where trials run."""
 
@@ -137,6 +145,7 @@ def run_plan(
     checked = run_params(
         load_plan(plan_file), repetitions, variant or None, runner.value if runner else None, names=CLI_PARAM_NAMES
     )
+    say_database()
     code = run_with_progress(plan_file, runner.value if runner else None, checked.repetitions, list(checked.variants))
     if code:
         raise typer.Exit(code)
@@ -168,6 +177,8 @@ def find_run(conn, run: str, plan: str | None = None) -> tuple[str, str, dict]:
     found = [row for row in rows if row[1] == run]
     if not found:
         found = [row for row in rows if config.run_key(row[1]) in candidates]
+    if not found:  # a folder written before run keys were injective (7655493): may name several runs
+        found = [row for row in rows if config.legacy_run_key(row[1]) in candidates]
     if not found:
         raise StoreError(f"no stored run {run!r}" + (f" of plan {plan!r}" if plan else ""))
     if len({row[0] for row in found}) > 1:
@@ -201,6 +212,7 @@ def report_cmd(
     from gcbench.report.build import report_run
     from gcbench.store import db
 
+    say_database()
     with db.connection() as conn:
         _, run_id, plan_json = find_run(conn, run, plan)
     path = report_run(PlanModel.model_validate(plan_json), run_id, paper=paper)
@@ -219,6 +231,7 @@ def doctor_cmd(
     """What this machine can measure (NVML, nvidia-smi, RAPL, Docker, GPU mapping) and why not."""
     from gcbench.energy import doctor
 
+    say_database()
     findings = doctor.diagnose(rapl_root=rapl_root)
     typer.echo(json.dumps(findings, indent=2, default=str) if as_json else doctor.format_text(findings))
 
@@ -237,6 +250,7 @@ def runs_cmd(
     validation), failed, skipped, and the report's path."""
     from gcbench.store import db
 
+    say_database()
     with db.connection() as conn, conn.cursor() as cur:
         cur.execute(
             "SELECT r.plan_name, r.run_id, r.logical_date, count(t.id), count(t.id) FILTER (WHERE t.valid), "

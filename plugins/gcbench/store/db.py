@@ -111,6 +111,26 @@ def database_url() -> str:
         raise StoreError(f"cannot start the embedded PostgreSQL server under $GCBENCH_HOME/pgdata: {exc}") from exc
 
 
+def describe() -> str:
+    """One line naming the results database a command uses, without its password:
+    ``GCBENCH_DATABASE_URL postgresql://gcbench@db:5432/gcbench`` or ``embedded PostgreSQL
+    in /x/.gcbench/pgdata (home: checkout found from /x/sub)``. Starts nothing."""
+    from gcbench import config
+
+    url = os.environ.get("GCBENCH_DATABASE_URL")
+    if url:
+        try:
+            from psycopg2.extensions import parse_dsn
+
+            parts = parse_dsn(url)
+            where = f"{parts.get('host') or 'local socket'}" + (f":{parts['port']}" if parts.get("port") else "")
+            return f"database {parts.get('dbname', '?')} as {parts.get('user', '?')} on {where} (GCBENCH_DATABASE_URL)"
+        except Exception:  # noqa: BLE001 - an unparsable URL still gets named, never its secret
+            return "database from GCBENCH_DATABASE_URL (unparsable here)"
+    home = Path(os.environ.get("GCBENCH_HOME") or config.project_root() / ".gcbench").resolve()  # not created here
+    return f"embedded PostgreSQL in {home / 'pgdata'}; {config.describe_home()}"
+
+
 def stop_embedded() -> None:
     """Stop the embedded server if this process started or joined it."""
     global _embedded_server
