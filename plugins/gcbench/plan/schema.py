@@ -198,6 +198,24 @@ class CarbonSettings(_Strict):
         return self
 
 
+class MlflowExport(_Strict):
+    """Log each DAG run and its trials into an MLflow tracking server (``gcbench.export.mlflow``).
+
+    Attributes:
+        tracking_uri: the server's base URL (``http://127.0.0.1:5000``).
+        experiment: the experiment's name; default ``gcbench-<plan>``.
+    """
+
+    tracking_uri: str = Field(min_length=1, pattern=r"^https?://")
+    experiment: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class ExportSettings(_Strict):
+    """Where finished runs are exported to (optional; ``GCBENCH_MLFLOW_TRACKING_URI`` also enables MLflow)."""
+
+    mlflow: MlflowExport | None = None
+
+
 class ReportSettings(_Strict):
     """How the report compares variants.
 
@@ -310,7 +328,8 @@ class Plan(_Strict):
         warmup, window: defaults for every workload.
         energy: measurement settings; validation: rule thresholds; carbon: CO2e;
             report: baselines of the report's comparisons; regression: the nightly
-            energy-regression check (used when ``schedule`` is set).
+            energy-regression check (used when ``schedule`` is set); export: where
+            finished runs are logged (MLflow).
         hosts: optional multi-host mapping name -> queue and devices.
         workloads: at least one workload, names unique.
     """
@@ -332,6 +351,7 @@ class Plan(_Strict):
     carbon: CarbonSettings = CarbonSettings()
     report: ReportSettings = ReportSettings()
     regression: RegressionSettings = RegressionSettings()
+    export: ExportSettings = ExportSettings()
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 
