@@ -58,3 +58,22 @@ def test_an_hourly_series_report_uses_each_trials_intensity_and_names_the_source
         (kwh * rows["carbon_intensity_kg_per_kwh"])[known].to_numpy()
     )
     assert rows["co2e_kg"][~known].isna().all()  # no intensity (or no energy): no CO2e, never the plan's default
+
+
+def test_an_hourly_series_report_quotes_the_energy_weighted_mean_intensity():
+    from gcbench.report.analysis import ReportSettings, analyze
+
+    data = make_report_data(kinds=("h2d",), n_rep=3)
+    trials = data.trials.copy()
+    intensity = np.where(np.arange(len(trials)) % 2 == 0, 0.1, 0.3)
+    trials["carbon_intensity_kg_per_kwh"] = intensity
+    trials["carbon_intensity_low_kg_per_kwh"] = intensity * 0.5
+    trials["carbon_intensity_high_kg_per_kwh"] = intensity * 1.5
+    plan = {**data.plan, "carbon": {"series": "grid-2026.csv"}}
+    a = analyze(dataclasses.replace(data, trials=trials, plan=plan), ReportSettings.from_plan(plan, **FAST))
+    kwh = trials["gpu_energy_j"] / 3.6e6
+    known = kwh.notna()
+    mean = float((kwh * intensity)[known].sum() / kwh[known].sum())
+    assert 0.1 < mean < 0.3
+    assert a.settings.intensity_kg_per_kwh == pytest.approx(mean)
+    assert a.settings.band == pytest.approx((mean * 0.5, mean * 1.5))

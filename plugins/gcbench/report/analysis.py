@@ -38,6 +38,7 @@ Rules applied here (and stated in the report):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
@@ -83,7 +84,8 @@ class ReportSettings:
         band: (low, high) sensitivity intensities, kgCO2e/kWh.
         per_trial_carbon: the plan's intensity is an hourly series: each trial's CO2e is
             at its own window's stored intensity (``gcbench.carbon.trial_co2e``), and
-            ``intensity_kg_per_kwh`` is only the default.
+            ``intensity_kg_per_kwh`` and ``band`` become the energy-weighted means of the
+            trials' intensities for the report's text (analyze).
         min_valid_repetitions: fewer valid repetitions make a group inconclusive.
         baseline: factor -> baseline level, from the plan's ``report.baseline``.
         compare: factors to test even if they look like sweeps (``report.compare``).
@@ -1376,6 +1378,20 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
     settings = settings or ReportSettings.from_plan(data.plan or {})
     df = normalize_trials(data.trials)
     df, basis = add_carbon(df, settings)
+    if (
+        settings.per_trial_carbon
+    ):  # an hourly series: the text quotes the energy-weighted mean of the trials' intensities
+        known = df["co2e_kg"].notna() & (df["co2_energy_kwh"] > 0)
+        kwh = float(df.loc[known, "co2_energy_kwh"].sum())
+        if kwh > 0:
+            settings = dataclasses.replace(
+                settings,
+                intensity_kg_per_kwh=float(df.loc[known, "co2e_kg"].sum()) / kwh,
+                band=(
+                    float(df.loc[known, "co2e_kg_low"].sum()) / kwh,
+                    float(df.loc[known, "co2e_kg_high"].sum()) / kwh,
+                ),
+            )
     df = add_time_per_work(df)
     groups = build_groups(df, settings)
     comparisons = build_comparisons(df, groups, settings)
