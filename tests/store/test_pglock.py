@@ -4,6 +4,7 @@ no process that is not proven ours is ever signalled."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tempfile
@@ -135,3 +136,17 @@ def test_a_live_server_of_our_data_dir_is_proven_and_kept(home):
     assert _answers(url)
     db.stop_embedded()
     assert pglock.proven_postmaster(home / "pgdata") is None
+
+
+def test_a_dead_holder_left_by_a_killed_run_no_longer_keeps_the_server_up(home):
+    # a `gcbench run` killed with SIGKILL leaves its PID in .handle_pids.json: no later
+    # process was the last holder, so the server was never stopped
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    holders = home / "pgdata" / ".handle_pids.json"
+    holders.write_text(f"[{dead.pid}]")
+    assert _answers(db.database_url())
+    assert dead.pid not in json.loads(holders.read_text())
+    db.stop_embedded()
+    assert pglock.proven_postmaster(home / "pgdata") is None  # stopped
+    assert not (home / "pgdata" / "postmaster.pid").exists()

@@ -69,6 +69,7 @@ def _clear_stale_locks(pgdata: Path) -> None:
 
     with PostgresServer._lock:
         pglock.clear_stale_locks(pgdata.resolve())
+        pglock.prune_dead_holders(pgdata.resolve())
 
 
 @contextmanager

