@@ -94,7 +94,8 @@ def mlflow_server(tmp_path_factory):
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, 9)  # the server's uvicorn and job workers too
+            proc.wait()
             pytest.fail("mlflow server did not start: " + (root / "server.log").read_text()[-2000:])
         time.sleep(0.5)
     yield base
