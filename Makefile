@@ -9,7 +9,7 @@ STAMP := $(VENV)/.gcbench-installed
 BENCH_STAMP := $(VENV)/.gcbench-bench-installed
 EXAMPLES_STAMP := $(VENV)/.gcbench-examples-installed
 
-.PHONY: setup examples system-deps demo lint test test-python test-native test-docker test-compose bench gpu-check gpu-wheels gpu-studies clean
+.PHONY: setup examples system-deps demo lint test test-python test-native test-docker test-compose test-export bench gpu-check gpu-wheels gpu-studies clean
 
 $(STAMP): pyproject.toml setup.cfg
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml setup.cfg
 	# an older editable install left its egg-info on sys.path (plugins/): Airflow would load
 	# the gcbench plugin twice ("already registered"); the egg-info now lives in the package
 	rm -rf plugins/gcbench.egg-info
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,export]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -79,6 +79,16 @@ test-docker: setup
 # GPU-host workers (scripts/test_compose.sh; prints its build and test times).
 test-compose: setup
 	bash scripts/test_compose.sh
+
+# The MLflow exporter against a real `mlflow server`: mlflow gets a venv of its own under
+# .gcbench-test/ (its dependencies would move Airflow's pins); GC-Bench talks REST to it.
+MLFLOW_VENV := .gcbench-test/mlflow
+$(MLFLOW_VENV)/bin/mlflow:
+	$(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/pip install -q mlflow
+
+test-export: setup $(MLFLOW_VENV)/bin/mlflow
+	$(PY) -m pytest -q -p no:cacheprovider tests/export
 
 bench: setup $(BENCH_STAMP)
 	@bash scripts/system_deps.sh go cargo

@@ -123,8 +123,9 @@ def test_report_finds_a_run_by_its_id_its_folder_name_or_its_folder(pg_url, tmp_
         ingest.register_run(conn, other, other.dag_id, "manual__shared", None)
         ingest.register_run(conn, smoke, smoke.dag_id, "manual__shared", None)
         folder = config.run_key(run_id)
-        assert folder == "manual__2026-11-29T23_31_50.116326_00_00"
-        for given in (run_id, folder, f"reports/smoke/{folder}", f"/abs/reports/smoke/{folder}/"):
+        assert folder == "manual__2026-11-29T23_31_50.116326_00_00~007b143be608"
+        legacy = "manual__2026-11-29T23_31_50.116326_00_00"  # the folder name before C19's fix
+        for given in (run_id, folder, f"reports/smoke/{folder}", f"/abs/reports/smoke/{folder}/", legacy):
             plan_name, found, plan_json = find_run(conn, given)
             assert (plan_name, found, plan_json["name"]) == ("smoke", run_id, "smoke"), given
         with pytest.raises(StoreError, match=r"^no stored run 'manual__2026-11-29T23_31_50' of plan 'smoke'$"):
@@ -208,3 +209,39 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
             "report": long_report,
         }
     ]
+
+
+def test_runs_outside_the_checkout_uses_the_checkouts_home_and_says_which_database(pg_url, tmp_path):
+    """Issue 20 item 11: run in another folder, `gcbench runs` made an empty .gcbench/ there
+    and said "no stored runs"; now it uses the project found above (or installed) and says
+    which database, on stderr (stdout stays the table or JSON)."""
+    import json
+    import os
+
+    from psycopg2.extensions import parse_dsn
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("GCBENCH_HOME", "GCBENCH_PROJECT_ROOT")}
+    env["GCBENCH_DATABASE_URL"] = pg_url
+    script = Path(sys.executable).with_name("gcbench")
+    proc = subprocess.run(
+        [str(script), "runs", "--json"], capture_output=True, text=True, timeout=120, env=env, cwd=elsewhere
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
+    dsn = parse_dsn(pg_url)
+    where = (dsn.get("host") or "local socket") + (f":{dsn['port']}" if dsn.get("port") else "")
+    assert proc.stderr.splitlines() == [
+        f"using database {dsn['dbname']} as {dsn.get('user', '?')} on {where} (GCBENCH_DATABASE_URL)"
+    ]
+    assert not (elsewhere / ".gcbench").exists()
+    del env["GCBENCH_DATABASE_URL"]
+    doctor = subprocess.run(
+        [str(script), "doctor", "--json"], capture_output=True, text=True, timeout=120, env=env, cwd=elsewhere
+    )
+    assert doctor.stderr.splitlines()[0] == (
+        f"using embedded PostgreSQL in {REPO / '.gcbench' / 'pgdata'}; "
+        f"home {REPO / '.gcbench'} (the checkout gcbench is installed from)"
+    )
+    assert not (elsewhere / ".gcbench").exists()

@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"plan"},
     # one trial; the validation of a stored run; the nightly regression check
     {"trial", "validate", "regression"},
-    {"notify", "report"},
+    {"notify", "report", "export"},
     {"airflow_local"},
     # plan -> DAG, runners: may use everything below
     {"factory"},

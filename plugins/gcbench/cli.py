@@ -19,6 +19,14 @@ CLI_PARAM_NAMES = {"repetitions": "--repetitions", "variants": "--variant", "run
 """How errors of :func:`gcbench.plan.params.run_params` name the run parameters' flags."""
 
 
+def say_database() -> None:
+    """One line on stderr naming the results database (and home) this command uses, so
+    results never come silently from another folder's database (issue 20, item 11)."""
+    from gcbench.store import db
+
+    typer.echo(f"using {db.describe()}", err=True)
+
+
 class Runner(StrEnum):
     """Where trials run."""
 
@@ -137,6 +145,7 @@ def run_plan(
     checked = run_params(
         load_plan(plan_file), repetitions, variant or None, runner.value if runner else None, names=CLI_PARAM_NAMES
     )
+    say_database()
     code = run_with_progress(plan_file, runner.value if runner else None, checked.repetitions, list(checked.variants))
     if code:
         raise typer.Exit(code)
@@ -168,6 +177,8 @@ def find_run(conn, run: str, plan: str | None = None) -> tuple[str, str, dict]:
     found = [row for row in rows if row[1] == run]
     if not found:
         found = [row for row in rows if config.run_key(row[1]) in candidates]
+    if not found:  # a folder written before run keys were injective (7655493): may name several runs
+        found = [row for row in rows if config.legacy_run_key(row[1]) in candidates]
     if not found:
         raise StoreError(f"no stored run {run!r}" + (f" of plan {plan!r}" if plan else ""))
     if len({row[0] for row in found}) > 1:
@@ -201,6 +212,7 @@ def report_cmd(
     from gcbench.report.build import report_run
     from gcbench.store import db
 
+    say_database()
     with db.connection() as conn:
         _, run_id, plan_json = find_run(conn, run, plan)
     path = report_run(PlanModel.model_validate(plan_json), run_id, paper=paper)
@@ -221,6 +233,7 @@ def doctor_cmd(
     from gcbench import kinds
     from gcbench.energy import doctor
 
+    say_database()
     findings = doctor.diagnose(rapl_root=rapl_root)
     try:
         installed = {name: {"description": k.description, "unit": k.unit} for name, k in kinds.registry().items()}
@@ -234,6 +247,96 @@ def doctor_cmd(
     else:
         typer.echo(doctor.format_text({k: v for k, v in findings.items() if k != "workload_kinds"}))
         typer.echo(kinds_text)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Export stored runs: mlflow.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("mlflow")
+def export_mlflow(
+    run: str | None = typer.Argument(None, metavar="[RUN]", help="Run id or folder name (see gcbench runs)."),
+    plan: str | None = typer.Option(None, help="Plan name, when several plans have this run."),
+    tracking_uri: str | None = typer.Option(
+        None, help="MLflow server URL (default: the plan's export.mlflow, else GCBENCH_MLFLOW_TRACKING_URI)."
+    ),
+    experiment: str | None = typer.Option(None, help="Experiment name (default: the plan's, else gcbench-<plan>)."),
+    pending: bool = typer.Option(False, "--pending", help="Send the exports queued after failures instead."),
+) -> None:
+    """Log a stored run and its trials into MLflow (parent run, one child run per trial);
+    again is idempotent. Exit 1 when the server cannot be reached (the run stays stored)."""
+    from gcbench.export import mlflow
+    from gcbench.plan.schema import Plan as PlanModel
+    from gcbench.store import db
+
+    say_database()
+    jobs: list[tuple[str, str | None, str | None, str | None]] = []
+    if pending:
+        jobs = [(r["run_id"], r["plan"], r["tracking_uri"], r["experiment"]) for r in mlflow.pending()]
+        if not jobs:
+            typer.echo("no queued MLflow exports")
+            return
+    elif run is None:
+        raise typer.BadParameter("give RUN, or --pending")
+    else:
+        jobs = [(run, plan, tracking_uri, experiment)]
+    failed = []
+    with db.connection() as conn:
+        for run_name, plan_name, uri, exp in jobs:
+            plan_name, run_id, plan_json = find_run(conn, run_name, plan_name)
+            model = PlanModel.model_validate(plan_json)
+            target = mlflow.target_for(model)
+            if uri:
+                target = mlflow.MlflowTarget(
+                    uri.rstrip("/"), exp or (target.experiment if target else None) or f"gcbench-{model.name}"
+                )
+            if target is None:
+                raise StoreError(
+                    "no MLflow server: give --tracking-uri, the plan's export.mlflow or GCBENCH_MLFLOW_TRACKING_URI"
+                )
+            try:
+                out = mlflow.export_run(conn, model, run_id, target)
+            except mlflow.ExportError as exc:
+                failed.append((run_name, plan_name, target, str(exc)))
+                typer.echo(f"error: {exc}", err=True)
+                continue
+            typer.echo(
+                f"logged {out.trials} trial(s) of {run_id} to {target.tracking_uri}, experiment {target.experiment} "
+                f"(id {out.experiment_id}), parent run {out.parent_run_id}"
+            )
+    if pending:
+        mlflow.set_pending(
+            [
+                {"plan": p, "run_id": r, "tracking_uri": t.tracking_uri, "experiment": t.experiment, "reason": why}
+                for r, p, t, why in failed
+            ]
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+metrics_app = typer.Typer(no_args_is_help=True, help="Prometheus metrics: serve.")
+app.add_typer(metrics_app, name="metrics")
+
+
+@metrics_app.command("serve")
+def metrics_serve(
+    port: int = typer.Option(9464, help="Port of the scrape endpoint (/metrics)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface)."),
+) -> None:
+    """Serve live trial power and energy and the plans' latest group figures for Prometheus
+    (OpenMetrics; see gcbench.export.prometheus) until Ctrl-C."""
+    import time
+
+    try:
+        from gcbench.export.prometheus import serve
+    except ImportError as exc:  # pragma: no cover - the export extra missing
+        raise StoreError(f"prometheus_client is not installed: pip install 'gcbench[export]' ({exc})") from exc
+    say_database()
+    serve(port, host)
+    typer.echo(f"serving http://{host}:{port}/metrics (Ctrl-C stops)")
+    while True:
+        time.sleep(3600)
 
 
 RUNS_COLUMNS = ("plan", "run id", "logical date", "trials", "valid", "invalid", "failed", "skipped", "report")
@@ -250,6 +353,7 @@ def runs_cmd(
     validation), failed, skipped, and the report's path."""
     from gcbench.store import db
 
+    say_database()
     with db.connection() as conn, conn.cursor() as cur:
         cur.execute(
             "SELECT r.plan_name, r.run_id, r.logical_date, count(t.id), count(t.id) FILTER (WHERE t.valid), "

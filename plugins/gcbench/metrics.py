@@ -29,6 +29,7 @@ METRIC_COLUMNS = (
     "accuracy",
     "energy_kwh",
     "co2e_kg",
+    "carbon_intensity_kg_per_kwh",
     "gpu_energy_above_idle_j",
     "codecarbon_energy_j",
     "codecarbon_rel_error",

@@ -7,8 +7,15 @@ for H2D, GPU J for ResNet, seconds for the no-op) of **valid** trials only:
 * *tonight*: the valid trials stored under this run's logical date (by this run or an
   earlier run of the same date, so a re-run or a backfill of the night sees the whole
   night);
-* *baseline*: the valid trials of the same group in the last ``baseline_runs`` earlier
-  nights (logical dates before tonight's) that have any, pooled.
+* *baseline*: the valid trials of the same group **run under the same conditions** in the
+  last ``baseline_runs`` earlier nights (logical dates before tonight's) that have any,
+  pooled. The conditions (:func:`trial_conditions`) are the trial spec without its
+  repetition and seed (workload, settings, factors, warm-up, window, energy settings), the
+  GPU model, the driver version and whether the energy was simulated. Nights of an
+  earlier plan edit, another GPU model or driver, or simulated against measured energy
+  are never pooled with tonight: with too few nights left the group is *not checked*,
+  "no comparable baseline", and the note says what changed (case C17: a window edited
+  from 1 s to 1.5 s was reported as a +49 % duration regression and failed the run).
 
 Decision rule (all three must hold for a **regression**):
 
@@ -49,8 +56,82 @@ MIN_TONIGHT = 3
 """Fewest valid trials of a group tonight for it to be tested: rule 3 needs a bootstrap
 interval, which :func:`gcbench.stats.compare` computes from 3 values per side."""
 
-VALUE_COLUMNS = ("variant", "kind", "metric", "trial_id", "value")
-"""Columns of :func:`tonight_frame`; :func:`baseline_frame` adds ``night`` and ``run_id``."""
+VALUE_COLUMNS = ("variant", "kind", "metric", "trial_id", "value", "conditions")
+"""Columns of :func:`tonight_frame` (``conditions``: :func:`conditions_key` of the trial);
+:func:`baseline_frame` adds ``night`` and ``run_id``. Frames given to :func:`check` may
+leave ``conditions`` out: then every trial counts as run under the same conditions."""
+
+_NOT_CONDITIONS = ("trial_id", "order", "devices", "repetition", "seed")
+"""Spec fields that differ between comparable trials: the id, the schedule position, the
+placement, the repetition index and the seed derived from it."""
+
+
+def trial_conditions(
+    spec: dict[str, Any] | None, gpus: list[dict] | None, driver: str | None, simulated: bool | None
+) -> dict[str, Any]:
+    """What two trials of a variant must share to be compared.
+
+    Args:
+        spec: the stored trial spec (``trials.spec``); normalised through
+            :class:`gcbench.spec.TrialSpec` when it validates, so specs written before a
+            field existed compare equal to ones with its default.
+        gpus: ``result.json``'s ``environment.gpus`` (each may have a ``name``).
+        driver: ``environment.driver`` (NVML's driver version), None if unknown.
+        simulated: whether the trial's energy came from the simulated device.
+
+    Returns:
+        ``{"spec": ..., "gpu_model": str | None, "driver": str | None, "simulated": bool}``.
+    """
+    from gcbench.spec import TrialSpec
+
+    data: dict[str, Any] = dict(spec or {})
+    try:
+        data = json.loads(TrialSpec.model_validate(data).canonical_json())
+    except ValueError:  # pydantic's ValidationError is a ValueError: keep the stored JSON
+        pass
+    names = sorted({str(g["name"]) for g in gpus or [] if isinstance(g, dict) and g.get("name")})
+    return {
+        "spec": {k: v for k, v in data.items() if k not in _NOT_CONDITIONS},
+        "gpu_model": ", ".join(names) or None,
+        "driver": driver or None,
+        "simulated": bool(simulated),
+    }
+
+
+def conditions_key(conditions: dict[str, Any]) -> str:
+    """16 hex digits of the SHA-256 of ``conditions``' canonical JSON (equal iff comparable)."""
+    import hashlib
+
+    text = json.dumps(conditions, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def describe_change(before: dict[str, Any], now: dict[str, Any], limit: int = 3) -> str:
+    """What differs between two :func:`trial_conditions`, in words: ``window.seconds 1.0 ->
+    1.5; simulated before, measured tonight``. At most ``limit`` spec fields are named."""
+    parts: list[str] = []
+    a, b = _flat(before.get("spec", {})), _flat(now.get("spec", {}))
+    fields = sorted(k for k in a.keys() | b.keys() if a.get(k, "unset") != b.get(k, "unset"))
+    for k in fields[:limit]:
+        parts.append(f"{k} {json.dumps(a.get(k, 'unset'))} -> {json.dumps(b.get(k, 'unset'))}")
+    if len(fields) > limit:
+        parts.append(f"{len(fields) - limit} more spec field(s)")
+    for key, what in (("gpu_model", "GPU model"), ("driver", "driver")):
+        if before.get(key) != now.get(key):
+            parts.append(f"{what} {before.get(key) or 'unknown'} -> {now.get(key) or 'unknown'}")
+    if bool(before.get("simulated")) != bool(now.get("simulated")):
+        word = {True: "simulated", False: "measured"}
+        parts.append(f"{word[bool(before.get('simulated'))]} before, {word[bool(now.get('simulated'))]} tonight")
+    return "; ".join(parts) or "same conditions"
 
 
 class RegressionError(GCBenchError):
@@ -156,7 +237,12 @@ class RegressionResult:
         }
 
 
-def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: RegressionSettings) -> list[GroupCheck]:
+def check(
+    tonight: pandas.DataFrame,
+    baseline: pandas.DataFrame,
+    settings: RegressionSettings,
+    conditions: dict[str, dict[str, Any]] | None = None,
+) -> list[GroupCheck]:
     """Apply the decision rule of the module docstring to every group seen tonight.
 
     Args:
@@ -166,13 +252,19 @@ def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: Regre
             sortable type): valid trials of earlier nights. Only the last
             ``settings.baseline_runs`` nights of each group are used.
         settings: the plan's regression settings.
+        conditions: ``{conditions key: trial_conditions(...)}`` for the keys in the
+            frames' ``conditions`` columns (to say what changed); frames without that
+            column are compared as before.
 
     Returns:
-        One :class:`GroupCheck` per variant of ``tonight``, sorted by variant.
+        One :class:`GroupCheck` per variant of ``tonight``, sorted by variant. Baseline
+        trials whose ``conditions`` differ from tonight's are left out (see the module
+        docstring); a variant left with too few nights is "no comparable baseline".
         Groups only in the baseline (a variant dropped from the plan) are ignored.
     """
     from gcbench import stats
 
+    conditions = conditions or {}
     checks: list[GroupCheck] = []
     tested: list[tuple[int, Any]] = []
     threshold_pct = 100.0 * settings.threshold_rel
@@ -182,6 +274,34 @@ def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: Regre
         past = (
             baseline[(baseline["variant"] == variant) & (baseline["metric"] == metric)] if len(baseline) else baseline
         )
+        other = None  # why earlier nights of this variant are not comparable
+        if "conditions" in now.columns:
+            keys = list(dict.fromkeys(now["conditions"]))
+            if len(keys) > 1:
+                checks.append(
+                    GroupCheck(
+                        str(variant),
+                        kind,
+                        metric,
+                        "not checked",
+                        n_tonight=len(now),
+                        n_baseline=0,
+                        baseline_nights=0,
+                        threshold_pct=threshold_pct,
+                        note=f"tonight's trials ran under {len(keys)} different conditions "
+                        f"({describe_change(conditions.get(keys[0], {}), conditions.get(keys[1], {}))})",
+                    )
+                )
+                continue
+            if len(past) and "conditions" in past.columns:
+                unlike = past[past["conditions"] != keys[0]]
+                past = past[past["conditions"] == keys[0]]
+                if len(unlike):
+                    latest = unlike.sort_values("night").iloc[-1]
+                    other = (
+                        f"{unlike['night'].nunique()} earlier night(s) ran under other conditions "
+                        f"({describe_change(conditions.get(latest['conditions'], {}), conditions.get(keys[0], {}))})"
+                    )
         nights = sorted(past["night"].unique())[-settings.baseline_runs :] if len(past) else []
         past = past[past["night"].isin(nights)] if len(past) else past
         now_values = now["value"].to_numpy(dtype=float)
@@ -196,7 +316,12 @@ def check(tonight: pandas.DataFrame, baseline: pandas.DataFrame, settings: Regre
             baseline_nights=len(nights),
             threshold_pct=threshold_pct,
         )
-        if len(nights) < settings.min_baseline_runs:
+        if len(nights) < settings.min_baseline_runs and other:
+            group.note = (
+                f"no comparable baseline: {len(nights)} earlier night(s) under tonight's conditions, "
+                f"{settings.min_baseline_runs} needed; {other}"
+            )
+        elif len(nights) < settings.min_baseline_runs:
             group.note = f"no baseline yet: {len(nights)} earlier night(s), {settings.min_baseline_runs} needed"
         elif len(now_values) < MIN_TONIGHT:
             group.note = f"{len(now_values)} valid trial(s) tonight, {MIN_TONIGHT} needed"
@@ -237,17 +362,38 @@ def _primary_metric_json() -> str:
     return json.dumps(primary_metrics())
 
 
+_CONDITION_SQL = "t.spec, t.result #> '{environment,gpus}', t.result #> '{environment,driver}', t.simulated"
+"""What :func:`trial_conditions` needs of a stored trial."""
+
+
+def _frame(rows: list[tuple], columns: list[str]) -> pandas.DataFrame:
+    """Rows ``(*value columns but conditions, spec, gpus, driver, simulated, *rest)`` as a
+    frame with a ``conditions`` key column; ``frame.attrs["conditions"]`` maps each key to
+    its :func:`trial_conditions`."""
+    import pandas as pd
+
+    n = len(VALUE_COLUMNS) - 1
+    table: dict[str, dict[str, Any]] = {}
+    out = []
+    for row in rows:
+        cond = trial_conditions(row[n], row[n + 1], row[n + 2], row[n + 3])
+        key = conditions_key(cond)
+        table.setdefault(key, cond)
+        out.append((*row[:n], key, *row[n + 4 :]))
+    frame = pd.DataFrame(out, columns=columns)
+    frame.attrs["conditions"] = table
+    return frame
+
+
 def tonight_frame(conn, dag_id: str, run_id: str) -> pandas.DataFrame:
     """Valid trials' primary metric stored under the logical date of ``run_id``.
 
     Columns: :data:`VALUE_COLUMNS`. A trial stored by two runs of the date counts once.
     """
-    import pandas as pd
-
     with conn.cursor() as cur:
         cur.execute(
             "WITH me AS (SELECT id, logical_date FROM dag_runs WHERE dag_id = %s AND run_id = %s) "
-            "SELECT DISTINCT ON (t.trial_id) t.variant, t.kind, m.name, t.trial_id, m.value "
+            f"SELECT DISTINCT ON (t.trial_id) t.variant, t.kind, m.name, t.trial_id, m.value, {_CONDITION_SQL} "
             "FROM me JOIN dag_runs r ON r.dag_id = %s AND (r.id = me.id OR r.logical_date = me.logical_date) "
             "JOIN trials t ON t.dag_run_id = r.id "
             "JOIN metrics m ON m.trial_pk = t.id AND m.name = (%s::jsonb ->> t.kind) "
@@ -257,24 +403,24 @@ def tonight_frame(conn, dag_id: str, run_id: str) -> pandas.DataFrame:
         )
         rows = cur.fetchall()
     conn.commit()
-    return pd.DataFrame(rows, columns=list(VALUE_COLUMNS))
+    return _frame(rows, list(VALUE_COLUMNS))
 
 
-def baseline_frame(conn, dag_id: str, run_id: str, nights: int) -> pandas.DataFrame:
-    """Valid trials' primary metric of the last ``nights`` earlier nights of each group.
+def baseline_frame(conn, dag_id: str, run_id: str, nights: int | None) -> pandas.DataFrame:
+    """Valid trials' primary metric of the last ``nights`` earlier nights of each group
+    (None: every earlier night, so :func:`check` can pick the last nights run under
+    tonight's conditions).
 
     "Earlier" is by logical date (a run without one: its creation time), strictly
     before the night of ``run_id``. Columns: :data:`VALUE_COLUMNS`, ``night``
     (timestamp), ``run_id``.
     """
-    import pandas as pd
-
     with conn.cursor() as cur:
         cur.execute(
             "WITH me AS (SELECT coalesce(logical_date, created_at) AS night FROM dag_runs "
             "            WHERE dag_id = %s AND run_id = %s), "
             "vals AS (SELECT DISTINCT ON (coalesce(r.logical_date, r.created_at), t.trial_id) "
-            "           t.variant, t.kind, m.name, t.trial_id, m.value, "
+            f"           t.variant, t.kind, m.name, t.trial_id, m.value, {_CONDITION_SQL}, "
             "           coalesce(r.logical_date, r.created_at) AS night, r.run_id "
             "         FROM dag_runs r JOIN me ON coalesce(r.logical_date, r.created_at) < me.night "
             "         JOIN trials t ON t.dag_run_id = r.id "
@@ -282,12 +428,12 @@ def baseline_frame(conn, dag_id: str, run_id: str, nights: int) -> pandas.DataFr
             "         WHERE r.dag_id = %s AND t.valid IS TRUE AND t.status = 'ok' AND m.value IS NOT NULL "
             "         ORDER BY coalesce(r.logical_date, r.created_at), t.trial_id, r.id DESC), "
             "ranked AS (SELECT *, dense_rank() OVER (PARTITION BY variant ORDER BY night DESC) AS k FROM vals) "
-            "SELECT variant, kind, name, trial_id, value, night, run_id FROM ranked WHERE k <= %s",
-            (dag_id, run_id, _primary_metric_json(), dag_id, nights),
+            "SELECT * FROM ranked WHERE %s::int IS NULL OR k <= %s",
+            (dag_id, run_id, _primary_metric_json(), dag_id, nights, nights),
         )
-        rows = cur.fetchall()
+        rows = [row[:-1] for row in cur.fetchall()]  # without k
     conn.commit()
-    return pd.DataFrame(rows, columns=[*VALUE_COLUMNS, "night", "run_id"])
+    return _frame(rows, [*VALUE_COLUMNS, "night", "run_id"])
 
 
 def check_run(conn, plan, run_id: str) -> RegressionResult:
@@ -306,6 +452,6 @@ def check_run(conn, plan, run_id: str) -> RegressionResult:
         raise StoreError(f"no stored run {run_id!r} of {plan.dag_id}")
     settings = plan.regression
     tonight = tonight_frame(conn, plan.dag_id, run_id)
-    baseline = baseline_frame(conn, plan.dag_id, run_id, settings.baseline_runs)
-    groups = check(tonight, baseline, settings)
+    baseline = baseline_frame(conn, plan.dag_id, run_id, None)  # check() keeps the last comparable nights
+    groups = check(tonight, baseline, settings, {**baseline.attrs["conditions"], **tonight.attrs["conditions"]})
     return RegressionResult(plan.dag_id, run_id, row[0].isoformat() if row[0] else None, groups)

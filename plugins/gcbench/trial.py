@@ -502,6 +502,8 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
+        # wall clock (epoch s, UTC) of that origin: places the windows in UTC hours (carbon.window_utc)
+        result["origin_wall"] = time.time() - (time.monotonic() - meter.origin_monotonic)
         ctx = Context(spec, outdir, meter, log)
         log(
             f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"

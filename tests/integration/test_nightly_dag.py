@@ -46,10 +46,16 @@ def webhook():
 
 
 def _plant_history(pg_url: str, nights: int, value_s: float) -> None:
-    """Earlier nights of the nightly plan's no-op group: 3 valid trials each at ``value_s``."""
+    """Earlier nights of the nightly plan's no-op group: 3 valid trials each at ``value_s``,
+    stored with the plan's own specs and simulated energy, as tonight's trials run on a
+    machine without a GPU: the regression check compares only nights of the same
+    conditions (trial spec, GPU model, driver, simulated flag; case C17)."""
     import psycopg2
 
+    from gcbench.plan import expand, load_plan
     from gcbench.store import db
+
+    specs = expand(load_plan(REPO / "plans" / "nightly.yaml"), only_variants=["noop"])
 
     with db.connection(pg_url):
         pass  # migrated
@@ -65,12 +71,12 @@ def _plant_history(pg_url: str, nights: int, value_s: float) -> None:
                 (f"scheduled__{logical.isoformat()}", logical),
             )
             run_pk = cur.fetchone()[0]
-            for rep in range(3):
+            for rep, spec in enumerate(specs):
                 cur.execute(
                     "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
-                    "spec, status, valid) VALUES (%s, %s, 'nightly', 'noop', 'noop', 'noop', %s, '{}', 'ok', true) "
-                    "RETURNING id",
-                    (run_pk, f"planted{rep}", rep),
+                    "spec, status, valid, simulated) VALUES (%s, %s, 'nightly', 'noop', 'noop', 'noop', %s, %s, 'ok', "
+                    "true, true) RETURNING id",
+                    (run_pk, spec.trial_id, spec.repetition, spec.model_dump_json()),
                 )
                 cur.execute(
                     "INSERT INTO metrics (trial_pk, name, value) VALUES (%s, 'duration_s', %s)",

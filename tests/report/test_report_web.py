@@ -174,7 +174,11 @@ def test_dag_run_link_finds_a_folder_named_by_the_raw_run_id(tmp_path):
 
 def test_report_dir_and_safe_segment(tmp_path):
     assert web.report_dir(Path("/r"), "smoke", RUN_ID) == Path("/r/smoke") / RUN_KEY
-    assert RUN_KEY == "manual__2025-01-01T00_00_00_00_00"
+    assert RUN_KEY == "manual__2025-01-01T00_00_00_00_00~31d00d8ebf30"
+    legacy = tmp_path / "legacy" / "smoke" / "manual__2025-01-01T00_00_00_00_00"  # the folder before C19's fix
+    legacy.mkdir(parents=True)
+    (legacy / "report.html").write_text("x")
+    assert web.report_dir(tmp_path / "legacy", "smoke", RUN_ID) == legacy
     (tmp_path / "smoke" / RUN_ID).mkdir(parents=True)
     (tmp_path / "smoke" / RUN_ID / "report.html").write_text("x")
     assert web.report_dir(tmp_path, "smoke", RUN_ID) == tmp_path / "smoke" / RUN_ID

@@ -454,6 +454,9 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                 print(record_interruption(plan, ctx["run_id"], ctx["params"], stopped)[0])
             path = report_run(plan, ctx["run_id"])
             print(f"report: {path}")
+            from gcbench.export.mlflow import export_after_report
+
+            export_after_report(plan, ctx["run_id"])  # when configured; never fails the run (queued instead)
             return str(path)
 
         collect_ids: list[str] = []

@@ -149,17 +149,69 @@ class ValidationSettings(_Strict):
 
 
 class CarbonSettings(_Strict):
-    """Carbon intensity for CO2e: kgCO2e = kWh x intensity (kgCO2e/kWh)."""
+    """Carbon intensity for CO2e: kgCO2e = kWh x intensity (kgCO2e/kWh); see :mod:`gcbench.carbon`.
+
+    One source: a fixed ``intensity_kg_per_kwh`` with its absolute ``band`` (default), a
+    ``place`` from the offline table (``FRA``, ``gcp:europe-west1``), or an hourly
+    ``series`` CSV (``hour_utc,kg_per_kwh``; a relative path is under the project root),
+    whose publisher and year ``series_source`` names. For a place or a series the band is
+    ``band_factor`` x the intensity. ``intensity_kind`` says whether the intensity is
+    average (location-based; the place table's) or marginal.
+    """
 
     intensity_kg_per_kwh: float = Field(default=0.20, ge=0, le=5)
     band: tuple[float, float] = (0.10, 0.30)
+    place: str | None = None
+    series: str | None = None
+    series_source: str | None = None
+    band_factor: tuple[float, float] = (0.5, 1.5)
+    intensity_kind: Literal["average", "marginal"] = "average"
 
     @model_validator(mode="after")
     def _band_brackets(self) -> CarbonSettings:
         low, high = self.band
         if not (0 <= low <= self.intensity_kg_per_kwh <= high):
             raise ValueError("band must satisfy 0 <= low <= intensity_kg_per_kwh <= high")
+        f_low, f_high = self.band_factor
+        if not (0 <= f_low <= 1 <= f_high):
+            raise ValueError("band_factor must satisfy 0 <= low <= 1 <= high")
+        fixed = {"intensity_kg_per_kwh", "band"} & self.model_fields_set
+        if self.place and self.series:
+            raise ValueError("give a place or a series, not both")
+        if (self.place or self.series) and fixed:
+            raise ValueError(f"{' and '.join(sorted(fixed))} apply to a fixed intensity, not to a place or series")
+        if self.series_source and not self.series:
+            raise ValueError("series_source names the publisher of a series: give series too")
+        if self.place:
+            from gcbench.carbon import place_intensity
+
+            place_intensity(self.place)  # ValueError: unknown place, with the closest ones
+            if self.intensity_kind == "marginal":
+                raise ValueError("the place table gives average intensities: intensity_kind must be average")
+        if self.series:
+            from gcbench import config
+            from gcbench.carbon import load_series, resolve_series_path
+
+            load_series(str(resolve_series_path(self.series, config.project_root())))  # ValueError: FILE:LINE
         return self
+
+
+class MlflowExport(_Strict):
+    """Log each DAG run and its trials into an MLflow tracking server (``gcbench.export.mlflow``).
+
+    Attributes:
+        tracking_uri: the server's base URL (``http://127.0.0.1:5000``).
+        experiment: the experiment's name; default ``gcbench-<plan>``.
+    """
+
+    tracking_uri: str = Field(min_length=1, pattern=r"^https?://")
+    experiment: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class ExportSettings(_Strict):
+    """Where finished runs are exported to (optional; ``GCBENCH_MLFLOW_TRACKING_URI`` also enables MLflow)."""
+
+    mlflow: MlflowExport | None = None
 
 
 class ReportSettings(_Strict):
@@ -334,7 +386,8 @@ class Plan(_Strict):
         warmup, window: defaults for every workload.
         energy: measurement settings; validation: rule thresholds; carbon: CO2e;
             report: baselines of the report's comparisons; regression: the nightly
-            energy-regression check (used when ``schedule`` is set).
+            energy-regression check (used when ``schedule`` is set); export: where
+            finished runs are logged (MLflow).
         hosts: optional multi-host mapping name -> queue and devices.
         workloads: at least one workload, names unique.
     """
@@ -356,6 +409,7 @@ class Plan(_Strict):
     carbon: CarbonSettings = CarbonSettings()
     report: ReportSettings = ReportSettings()
     regression: RegressionSettings = RegressionSettings()
+    export: ExportSettings = ExportSettings()
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

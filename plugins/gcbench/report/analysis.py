@@ -38,6 +38,7 @@ Rules applied here (and stated in the report):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable
@@ -81,6 +82,10 @@ class ReportSettings:
     Attributes:
         intensity_kg_per_kwh: carbon intensity for CO2e, kgCO2e/kWh.
         band: (low, high) sensitivity intensities, kgCO2e/kWh.
+        per_trial_carbon: the plan's intensity is an hourly series: each trial's CO2e is
+            at its own window's stored intensity (``gcbench.carbon.trial_co2e``), and
+            ``intensity_kg_per_kwh`` and ``band`` become the energy-weighted means of the
+            trials' intensities for the report's text (analyze).
         min_valid_repetitions: fewer valid repetitions make a group inconclusive.
         baseline: factor -> baseline level, from the plan's ``report.baseline``.
         compare: factors to test even if they look like sweeps (``report.compare``).
@@ -92,6 +97,7 @@ class ReportSettings:
 
     intensity_kg_per_kwh: float = DEFAULT_INTENSITY
     band: tuple[float, float] = DEFAULT_BAND
+    per_trial_carbon: bool = False
     min_valid_repetitions: int = DEFAULT_MIN_VALID
     baseline: dict[str, Any] = field(default_factory=dict)
     compare: tuple[str, ...] = ()
@@ -107,9 +113,16 @@ class ReportSettings:
         validation = plan.get("validation") or {}
         report = plan.get("report") or {}
         band = carbon.get("band") or DEFAULT_BAND
+        intensity = float(carbon.get("intensity_kg_per_kwh", DEFAULT_INTENSITY))
+        if carbon.get("place"):  # one intensity for the plan: the place's (gcbench.carbon)
+            from gcbench.carbon import window_intensity
+
+            w = window_intensity(carbon)
+            intensity, band = float(w.kg_per_kwh or 0.0), (w.low_kg_per_kwh, w.high_kg_per_kwh)
         kw: dict[str, Any] = dict(
-            intensity_kg_per_kwh=float(carbon.get("intensity_kg_per_kwh", DEFAULT_INTENSITY)),
+            intensity_kg_per_kwh=intensity,
             band=(float(band[0]), float(band[1])),
+            per_trial_carbon=bool(carbon.get("series")),
             min_valid_repetitions=int(validation.get("min_valid_repetitions", DEFAULT_MIN_VALID)),
             baseline=dict(report.get("baseline") or {}),
             compare=tuple(report.get("compare") or ()),
@@ -246,9 +259,19 @@ def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame
     joules = df["total_energy_j"].where(df["total_energy_j"].notna(), gpu_cpu)
     kwh = df["energy_kwh"].where(df["energy_kwh"].notna(), joules / J_PER_KWH)
     df["co2_energy_kwh"] = kwh
-    df["co2e_kg"] = kwh * settings.intensity_kg_per_kwh
-    df["co2e_kg_low"] = kwh * settings.band[0]
-    df["co2e_kg_high"] = kwh * settings.band[1]
+    if settings.per_trial_carbon and "carbon_intensity_kg_per_kwh" in df.columns:
+        # an hourly series: each trial at its own window's intensity and band, as collect stored them
+        intensity = df["carbon_intensity_kg_per_kwh"]
+        df["co2e_kg"] = kwh * intensity
+        for col, key in (
+            ("co2e_kg_low", "carbon_intensity_low_kg_per_kwh"),
+            ("co2e_kg_high", "carbon_intensity_high_kg_per_kwh"),
+        ):
+            df[col] = kwh * pd.to_numeric(df[key], errors="coerce") if key in df.columns else np.nan
+    else:
+        df["co2e_kg"] = kwh * settings.intensity_kg_per_kwh
+        df["co2e_kg_low"] = kwh * settings.band[0]
+        df["co2e_kg_high"] = kwh * settings.band[1]
     has_cpu = df["cpu_energy_j"].notna().any() or df["total_energy_j"].notna().any()
     basis = "GPU + CPU (RAPL) energy" if has_cpu else "GPU energy only (CPU energy unknown)"
     return df, basis
@@ -1362,6 +1385,20 @@ def analyze(data: ReportData, settings: ReportSettings | None = None) -> Analysi
     settings = settings or ReportSettings.from_plan(data.plan or {})
     df = normalize_trials(data.trials)
     df, basis = add_carbon(df, settings)
+    if (
+        settings.per_trial_carbon
+    ):  # an hourly series: the text quotes the energy-weighted mean of the trials' intensities
+        known = df["co2e_kg"].notna() & (df["co2_energy_kwh"] > 0)
+        kwh = float(df.loc[known, "co2_energy_kwh"].sum())
+        if kwh > 0:
+            settings = dataclasses.replace(
+                settings,
+                intensity_kg_per_kwh=float(df.loc[known, "co2e_kg"].sum()) / kwh,
+                band=(
+                    float(df.loc[known, "co2e_kg_low"].sum()) / kwh,
+                    float(df.loc[known, "co2e_kg_high"].sum()) / kwh,
+                ),
+            )
     df = add_time_per_work(df)
     groups = build_groups(df, settings)
     comparisons = build_comparisons(df, groups, settings)

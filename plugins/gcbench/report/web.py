@@ -49,7 +49,7 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from gcbench.config import run_key
+from gcbench.config import legacy_run_key, run_key
 
 REPORTS_ENV = "GCBENCH_REPORTS_DIR"
 PLANS_ENV = "GCBENCH_PLANS_DIR"
@@ -99,9 +99,10 @@ def report_dir(root: Path, plan: str, run_id: str) -> Path:
     plan_dir = Path(root) / safe_segment(plan)
     keyed = plan_dir / safe_segment(run_key(run_id))
     if not (keyed / REPORT_FILE).is_file():
-        raw = plan_dir / safe_segment(run_id)
-        if (raw / REPORT_FILE).is_file():
-            return raw
+        for older in (legacy_run_key(run_id), run_id):  # layouts before injective run keys
+            raw = plan_dir / safe_segment(older)
+            if (raw / REPORT_FILE).is_file():
+                return raw
     return keyed
 
 

@@ -76,6 +76,28 @@ def shown_metrics(a: Analysis, workload: str, kind: str, groups) -> tuple[list[s
     return tables.shown_metrics(a, workload, kind, groups)
 
 
+def carbon_sources_sentence(trials: pd.DataFrame) -> str:
+    """Which carbon-intensity source (with its year, average or marginal) each trial's CO2e
+    used, and why trials have none: one sentence, "" for trials stored before sources were."""
+    if "carbon_intensity_source" not in trials.columns:
+        return ""
+    parts = []
+    kinds = trials["carbon_intensity_kind"] if "carbon_intensity_kind" in trials.columns else None
+    for source, rows in trials.groupby(trials["carbon_intensity_source"].astype(str)):
+        if source in ("", "nan", "None"):
+            continue
+        kind = next((str(k) for k in (kinds[rows.index] if kinds is not None else []) if isinstance(k, str)), "average")
+        parts.append(f"{source}, {kind} intensity ({len(rows)} trial{'s' if len(rows) != 1 else ''})")
+    if not parts:
+        return ""
+    text = "Carbon intensity: " + "; ".join(parts) + "."
+    if "co2e_reason" in trials.columns:
+        reasons = trials["co2e_reason"].dropna().astype(str)
+        for reason, n in reasons.value_counts().items():
+            text += f" No CO2e for {n} trial{'s' if n != 1 else ''}: {reason} (energy kept)."
+    return text
+
+
 def _context(a: Analysis, plots: list[Plot]) -> dict:
     s = a.settings
     conf = round(s.confidence * 100)
@@ -364,6 +386,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         intensity=s.intensity_kg_per_kwh,
         band_low=s.band[0],
         band_high=s.band[1],
+        carbon_sources=carbon_sources_sentence(a.trials),
         co2e_total=dict(
             energy=tables.fmt_in(ct["energy_kwh"], e_unit),
             energy_unit=e_unit.label,

