@@ -236,7 +236,9 @@ def doctor_cmd(
     say_database()
     findings = doctor.diagnose(rapl_root=rapl_root)
     try:
-        installed = {name: {"description": k.description, "unit": k.unit} for name, k in kinds.registry().items()}
+        installed: dict[str, object] = {
+            name: {"description": k.description, "unit": k.unit} for name, k in kinds.registry().items()
+        }
         kinds_text = "workload kinds: " + ", ".join(installed)
     except kinds.KindRegistryError as exc:  # a broken plugin is a finding, not a crash of the doctor
         installed = {"error": str(exc)}

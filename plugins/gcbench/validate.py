@@ -376,7 +376,11 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
     for variant, group in df.groupby("variant"):
         kind = group["kind"].iloc[0]
         valid_rows = group[[verdicts[pk].valid for pk in group["trial_pk"]]]
-        metric = kinds.primary_metric(kind, lambda m, rows=valid_rows: m in rows and rows[m].notna().any())
+
+        def known(m: str, rows=valid_rows) -> bool:
+            return bool(m in rows and rows[m].notna().any())
+
+        metric = kinds.primary_metric(kind, known)
         if metric in valid_rows:
             mask = outliers(valid_rows[metric].to_numpy(), settings.outlier_mad_k)
             for pk, is_out in zip(valid_rows["trial_pk"], mask, strict=True):

@@ -36,8 +36,10 @@ def test_a_user_image_without_gcbench_is_measured_like_a_built_in_workload(docke
         pytest.skip(f"no {USER_IMAGE}; run make test-docker")
     # nothing of GC-Bench (nor Python) inside the user's image
     probe = docker_client.containers.run(
-        USER_IMAGE, entrypoint=["sh", "-c", "command -v python3 || ls /usr/lib/python3* 2>/dev/null || echo none"],
-        remove=True, network_mode="none",
+        USER_IMAGE,
+        entrypoint=["sh", "-c", "command -v python3 || ls /usr/lib/python3* 2>/dev/null || echo none"],
+        remove=True,
+        network_mode="none",
     )
     assert probe.decode().strip() == "none"
     url = make_database("user_container_")

@@ -31,7 +31,6 @@ from typing import Any
 
 from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
-from gcbench.workloads import TrialContext
 from gcbench.workloads.control import ENV_VAR, ControlReader, Event
 
 PROGRAM_METRICS = (
@@ -93,8 +92,13 @@ def placeholders(template: str) -> list[str]:
     Raises:
         ValueError: a lone ``{`` or ``}``, or an empty ``{}``.
     """
-    names = []
-    rest = PLACEHOLDER.sub(lambda m: names.append(m.group(1)) or "", template)
+    names: list[str | None] = []
+
+    def take(m: re.Match[str]) -> str:
+        names.append(m.group(1))
+        return ""
+
+    rest = PLACEHOLDER.sub(take, template)
     if "{" in rest or "}" in rest:
         raise ValueError(f"{template!r}: a lone brace (write {{{{ or }}}} for a literal one)")
     for n in names:
@@ -220,7 +224,7 @@ class ProgramWindows:
                 self.main_ended = True
         elif ev.what == "count":
             if self.provisional and ctx.innermost() == "main":
-                self.pre_counts[ev.name] = self.pre_counts.get(ev.name, 0) + ev.value
+                self.pre_counts[ev.name] = self.pre_counts.get(ev.name, 0) + (ev.value or 0)
                 return
             if ctx.innermost() is None:
                 raise ValueError("count outside any window: not attributed to a window")
@@ -250,7 +254,7 @@ class ProgramWindows:
 
 def run_program(
     spec: TrialSpec,
-    ctx: TrialContext,
+    ctx: Any,
     start: Callable[[dict[str, str]], Any],
     wait: Callable[[Any], int],
     stop: Callable[[Any], None],
@@ -260,7 +264,8 @@ def run_program(
 
     Args:
         spec: the trial.
-        ctx: its context (a :class:`gcbench.trial.Context`).
+        ctx: its context, a :class:`gcbench.trial.Context` (the control channel
+            needs its ``begin``/``end`` at given times, beyond :class:`TrialContext`).
         start: ``start(extra_env) -> handle`` starts the program with the control
             channel's variables added to its environment.
         wait: ``wait(handle) -> exit status`` blocks until it exits.
