@@ -8,7 +8,7 @@ import pandas as pd
 
 from gcbench.metrics import METRIC_COLUMNS
 from gcbench.report.data import TRIAL_COLUMNS
-from gcbench.report.writer import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
+from gcbench.report.render.exports import COMPARISON_CSV_COLUMNS, GROUP_CSV_COLUMNS
 
 
 def test_trials_csv_has_every_trial_and_contract_column(measured_report):
@@ -73,7 +73,7 @@ def test_measured_csvs_name_the_sensor(measured_report):
 
 
 def test_tradeoff_csv_has_every_configuration_with_its_changes(measured_report):
-    from gcbench.report.writer import TRADEOFF_CSV_COLUMNS
+    from gcbench.report.render.exports import TRADEOFF_CSV_COLUMNS
 
     _, paths = measured_report
     df = pd.read_csv(paths.csv["tradeoff"])
@@ -96,7 +96,7 @@ def test_simulated_tradeoff_csv_is_labelled():
     from synthetic import make_report_data
 
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.writer import tradeoff_frame
+    from gcbench.report.render.exports import tradeoff_frame
 
     data = make_report_data(kinds=("resnet_cifar",), n_rep=3, simulated=True, failures=False)
     df = tradeoff_frame(analyze(data, ReportSettings(n_resamples=200)))

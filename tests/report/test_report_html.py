@@ -209,7 +209,7 @@ def test_no_comparison_message_names_inconclusive_groups():
     from synthetic import make_report_data
 
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.writer import _no_comparison_reason
+    from gcbench.report.render.context import _no_comparison_reason
 
     data = make_report_data(kinds=("tinylm",), n_rep=1, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))
@@ -226,7 +226,7 @@ def test_co2e_plot_axis_is_in_a_unit_scaled_for_its_values():
     from synthetic import make_report_data
 
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.plots import plot_co2e
+    from gcbench.report.render.plots import plot_co2e
 
     data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))

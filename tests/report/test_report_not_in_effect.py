@@ -18,7 +18,7 @@ from synthetic import make_report_data
 
 from gcbench.report import write_report
 from gcbench.report.analysis import ReportSettings, analyze
-from gcbench.report.paper import paper_tables, to_latex, to_markdown
+from gcbench.report.render.paper import paper_tables, to_latex, to_markdown
 
 FAST = dict(n_resamples=500)  # few resamples: the marks, not the statistics, are under test
 NO_PIN = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"

@@ -14,8 +14,9 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench.report import write_report
-from gcbench.report.analysis import ReportSettings, analyze, fmt_num
-from gcbench.report.paper import latex_escape, paper_tables, to_latex, to_markdown
+from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.fmt import fmt_num
+from gcbench.report.render.paper import latex_escape, paper_tables, to_latex, to_markdown
 
 FAST = ReportSettings(n_resamples=300)
 
@@ -102,7 +103,7 @@ def test_simulated_figures_are_marked_in_both_formats():
         "",
     ]
     assert r"\textbf{SIMULATED}: GPU energy and every figure derived from it" in tex
-    from gcbench.report.paper import to_markdown
+    from gcbench.report.render.paper import to_markdown
 
     md = to_markdown([jt], a)
     assert "| **SIMULATED** GPU J/token (mJ/token) |" in md and "(SIMULATED)" in md.splitlines()[0]

@@ -9,8 +9,8 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench import stats
-from gcbench.report import plots
 from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.render import plots
 
 FAST = ReportSettings(n_resamples=300)
 

@@ -12,8 +12,9 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench import stats
-from gcbench.report import tables
-from gcbench.report.analysis import ReportSettings, analyze, fmt_num
+from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.fmt import fmt_num
+from gcbench.report.render import tables
 from gcbench.report.scale import choose_unit
 
 FAST = ReportSettings(n_resamples=300)
@@ -234,7 +235,7 @@ def test_totals_line_is_scaled(measured_report):
 
 
 def test_no_headline_says_why_when_no_comparison_has_a_ci():
-    from gcbench.report.writer import _no_comparison_reason
+    from gcbench.report.render.context import _no_comparison_reason
 
     a = analyze(make_report_data(kinds=("tinylm",), n_rep=2, failures=False), FAST)
     assert a.comparisons and not a.headlines

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from synthetic import make_report_data
 
-from gcbench.report import tables
 from gcbench.report.analysis import ReportSettings, analyze, baseline_level
-from gcbench.report.tradeoff import pareto_front, tradeoff_kind
+from gcbench.report.analysis.tradeoff import pareto_front, tradeoff_kind
+from gcbench.report.render import tables
 
 FAST = ReportSettings(n_resamples=300)
 

@@ -7,7 +7,7 @@ GC-Bench gives
 
 * every configuration's energy and time (median over valid trials, BCa CI) and the
   Pareto front of the medians (no other configuration has both less energy and less
-  time; :func:`gcbench.report.plots.pareto_front`);
+  time; :func:`gcbench.report.render.plots.pareto_front`);
 * each front configuration's change of energy and of time against the baseline
   configuration (every factor at its baseline level: the plan's ``report.baseline``,
   else the highest power cap, FP32, the fewest GPUs; see
@@ -37,15 +37,9 @@ from typing import Any
 import numpy as np
 
 from gcbench import stats
-from gcbench.report.analysis import (
-    Analysis,
-    Group,
-    _level_key,
-    baseline_level,
-    is_precision,
-    not_compared_reason,
-    summarise_metric,
-)
+from gcbench.report.analysis.baseline import baseline_level, is_precision
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group, _level_key, not_compared_reason, summarise_metric
 from gcbench.report.metrics import info, is_simulated_metric
 
 ENERGY_TIME: dict[str, tuple[tuple[str, ...], str]] = {

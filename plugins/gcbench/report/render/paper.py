@@ -35,16 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcbench import stats
-from gcbench.report.analysis import Analysis, Group, not_compared_reason
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
-from gcbench.report.tables import (
-    DASH,
-    column_unit,
-    fmt_pct,
-    fmt_pct_ci,
-    pooled_cell,
-    summary_cell,
-)
+from gcbench.report.render.tables import DASH, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
 
 PURE_PYTORCH = "torch"
 """The ``path`` level of pure PyTorch (tokenization inside the process): the regime

@@ -1,6 +1,6 @@
 """The report's tables as plain rows of text cells (no HTML, no Markdown): each workload's
 groups table, the comparisons table and the energy-time trade-off tables. The writer's
-templates and the paper tables (:mod:`gcbench.report.paper`) render them.
+templates and the paper tables (:mod:`gcbench.report.render.paper`) render them.
 
 Rules for every number shown:
 
@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report.analysis import Analysis, Group, fmt_num
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group
+from gcbench.report.fmt import fmt_num
 from gcbench.report.metrics import RATIOS, info, is_simulated_metric, table_metrics
 from gcbench.report.scale import Unit, choose_unit
 

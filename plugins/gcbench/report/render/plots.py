@@ -30,8 +30,10 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report import analysis as _analysis
-from gcbench.report.analysis import Analysis, Group
+from gcbench.report.analysis import measurement as _analysis
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group
+from gcbench.report.analysis.tradeoff import Tradeoff
 from gcbench.report.metrics import (
     ENERGY_METRIC_ORDER,
     EXTRA_METRICS,
@@ -40,9 +42,8 @@ from gcbench.report.metrics import (
     is_simulated_metric,
     kind_metrics,
 )
+from gcbench.report.render.tables import identical_columns
 from gcbench.report.scale import Unit, choose_unit
-from gcbench.report.tables import identical_columns
-from gcbench.report.tradeoff import Tradeoff, pareto_front  # noqa: F401 - pareto_front re-exported
 
 DPI = 90
 SIM_TEXT = "SIMULATED DATA - not a measurement"
