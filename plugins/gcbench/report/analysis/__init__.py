@@ -16,7 +16,7 @@ Rules applied here (and stated in the report):
   known; every ratio also gets the pooled estimator sum / sum
   (:func:`gcbench.stats.summarize_ratio`) beside the median of per-trial ratios.
 * Headlines are comparisons that have a confidence interval (at least
-  ``stats.MIN_N_CI`` valid trials per side); the others stay in the comparisons table.
+  ``stats.MIN_N_INTERVAL["pct_change_of_medians"]`` valid trials per side); the others stay in the comparisons table.
 * Comparisons are made inside one workload between variants that differ in exactly one
   factor, each non-baseline level against the baseline level. The baseline is the
   study's reference (:func:`baseline_level`, the one rule of the report, the paper

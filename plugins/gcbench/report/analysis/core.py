@@ -81,7 +81,7 @@ class Analysis:
 
     def untested_for_ci(self) -> list[ComparisonRow]:
         """Comparisons of headline metrics left out of the headlines: no CI (fewer than
-        ``stats.MIN_N_CI`` valid trials on a side, or no percentage change)."""
+        ``stats.MIN_N_INTERVAL["pct_change_of_medians"]`` valid trials on a side, or no percentage change)."""
         return [
             r
             for r in self.comparisons

@@ -47,7 +47,7 @@ class Group:
             estimator over the same trials as ``summaries[metric]``.
         values: metric -> the per-trial values summarised (shape (n,), NaN where the
             trial's value is unknown or left out to keep a paired metric's trials);
-            the tables show them instead of a median below ``stats.MIN_N_CI`` trials,
+            the tables show them instead of a median below ``stats.MIN_N_SUMMARY`` trials,
             and the plots draw each as a dot.
         trial_ids: the valid trials' ids, in the order of ``values``.
         co2e_band: (median CO2e at band low, at band high), kgCO2e, or None.

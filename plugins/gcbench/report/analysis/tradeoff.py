@@ -358,7 +358,7 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                     if e.contexts:
                         e.reason = (
                             f"no configuration has a CI for both changes (at least "
-                            f"{stats.MIN_N_CI} valid trials per group needed)"
+                            f"{stats.MIN_N_INTERVAL['pct_change_of_medians']} valid trials per group needed)"
                         )
                     elif e.not_compared:
                         e.reason = "not compared: " + "; ".join(dict.fromkeys(w for _, w in e.not_compared))

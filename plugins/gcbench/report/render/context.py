@@ -85,7 +85,9 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             simulated=r.simulated,
         )
         if r.not_compared:
-            tested = dict.fromkeys(("pct", "ci", "p_mw", "p_mw_holm", "p_welch", "p_welch_holm", "cliff", "hl"), "–")
+            tested = dict.fromkeys(
+                ("pct", "ci", "p_mw", "p_mw_holm", "p_method", "p_welch", "p_welch_holm", "cliff", "hl"), "–"
+            )
             comparisons.append({**row, **tested, "verdict": "not compared", "note": r.not_compared})
             continue
         if c.pct_ci_low is None and c.pct_change is not None:
@@ -104,6 +106,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                 ),
                 p_mw=fmt_p(c.p_mannwhitney).removeprefix("p = "),
                 p_mw_holm=fmt_p(c.p_mannwhitney_holm).removeprefix("p = "),
+                p_method=c.p_method or "–",
                 p_welch=fmt_p(c.p_welch).removeprefix("p = "),
                 p_welch_holm=fmt_p(c.p_welch_holm).removeprefix("p = "),
                 cliff=fmt_num(c.cliffs_delta, 3),
@@ -137,7 +140,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         )
     if no_ci:
         comparison_notes.append(
-            f'No CI ("–") where a group has fewer than {stats.MIN_N_CI} valid trials: '
+            f'No CI ("–") where a group has fewer than {stats.MIN_N_INTERVAL["pct_change_of_medians"]} valid trials: '
             f"{'; '.join(dict.fromkeys(no_ci))}. Their change is a point estimate only and is "
             f"not a headline."
         )
@@ -193,7 +196,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     if left_out and headlines:
         headline_note = (
             f"{len(left_out)} comparison{'s' if len(left_out) > 1 else ''} without a "
-            f"CI (fewer than {stats.MIN_N_CI} valid trials in a group) "
+            f"CI (fewer than {stats.MIN_N_INTERVAL['pct_change_of_medians']} valid trials in a group) "
             f"{'are' if len(left_out) > 1 else 'is'} not a headline; see Comparisons."
         )
     not_made = a.not_compared()
@@ -321,6 +324,12 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         conf=conf,
         n_resamples=f"{s.n_resamples:,}",
         alpha=s.alpha,
+        mw_methods=(
+            f"exact (every split of the pooled values enumerated, ties included) up to "
+            f"{stats.EXACT_PERMUTATION_MAX_SPLITS:,} splits (8 vs 8), a permutation p-value from "
+            f"{stats.PERMUTATION_RESAMPLES:,} random splits where a group has fewer than "
+            f"{stats.PERMUTATION_BELOW_N} trials beyond that, else the normal approximation with tie correction"
+        ),
         min_valid=s.min_valid_repetitions,
         intensity=s.intensity_kg_per_kwh,
         band_low=s.band[0],
@@ -338,7 +347,9 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         tradeoff_headlines=tradeoff_headlines,
         headline_note=headline_note,
         comparison_notes=comparison_notes,
-        min_n_ci=stats.MIN_N_CI,
+        min_n_summary=stats.MIN_N_SUMMARY,
+        min_n_text=stats.min_n_text(),
+        min_n_median=stats.MIN_N_INTERVAL["median"],
         trial_energy_unit=energy_unit.label,
         trial_time_unit=time_unit.label,
         # the Holm family: what adjust_holm adjusted, comparisons that have a p-value
@@ -370,7 +381,7 @@ def _no_comparison_reason(a: Analysis) -> str:
         if none:
             parts.append(f"{none} ha{'ve' if none != 1 else 's'} no estimate at all (a side has no valid trial)")
         return (
-            f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
+            f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_INTERVAL['pct_change_of_medians']} "
             f"valid trials per group; {' and '.join(parts)}, see Comparisons)."
             + (" " + _not_compared_sentence(not_made) if not_made else "")
         )

@@ -80,6 +80,7 @@ GROUP_CSV_COLUMNS = (
     "ci_high",
     "ci_method",
     "ci_reason",
+    "ci_coverage",
     "confidence",
     "n_resamples",
     "n_trials",
@@ -100,9 +101,10 @@ GROUP_CSV_COLUMNS = (
     "pooled_formula",
     "not_in_effect",
 )
-"""groups.csv columns. ``median`` ... ``ci_reason``: the median of the per-trial values
-and its BCa CI; ``pooled`` ...: for a ratio metric, sum of the numerator / sum of the
-denominator over the same trials (``n``) with its BCa CI over trials; empty otherwise.
+"""groups.csv columns (``ci_coverage``: the exact coverage of the median's order-statistic
+interval, a fraction). ``median`` ... ``ci_reason``: the median of the per-trial values
+and its order-statistic CI; ``pooled`` ...: for a ratio metric, sum of the numerator / sum of the
+denominator over the same trials (``n``) with its ratio-estimator t CI (Cochran 1977); empty otherwise.
 ``not_in_effect``: the group's requested settings that did not run as asked, each as
 "memory=pinned requested, not in effect: <reason>" ('; '-separated), empty when none."""
 
@@ -169,6 +171,7 @@ COMPARISON_CSV_COLUMNS = (
     "ci_reason",
     "p_mannwhitney",
     "p_mannwhitney_holm",
+    "p_method",
     "p_welch",
     "p_welch_holm",
     "cliffs_delta",

@@ -30,6 +30,7 @@ from pathlib import Path
 from gcbench.report.analysis import analyze
 from gcbench.report.analysis.settings import ReportSettings
 from gcbench.report.data import ReportData, ReportPaths
+from gcbench.report.fmt import markdown_text, spreadsheet_text
 from gcbench.report.render.context import _context
 from gcbench.report.render.exports import comparisons_frame, groups_frame, tradeoff_frame, trials_frame
 from gcbench.report.render.plots import make_plots
@@ -37,7 +38,9 @@ from gcbench.report.render.plots import make_plots
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def _env():
+def _env(markdown: bool = False):
+    """The templates' Jinja environment: HTML autoescaped; for Markdown every printed value
+    passes :func:`gcbench.report.fmt.markdown_text` (plan text stays text)."""
     import jinja2
 
     return jinja2.Environment(
@@ -46,6 +49,7 @@ def _env():
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
+        finalize=markdown_text if markdown else None,
     )
 
 
@@ -80,7 +84,7 @@ def write_report(
     html = out_dir / "report.html"
     html.write_text(env.get_template("report.html.j2").render(**ctx), encoding="utf-8")
     md = out_dir / "report.md"
-    md.write_text(env.get_template("report.md.j2").render(**ctx), encoding="utf-8")
+    md.write_text(_env(markdown=True).get_template("report.md.j2").render(**ctx), encoding="utf-8")
     pngs = []
     for p in plots:
         path = out_dir / f"{p.name}.png"
@@ -92,10 +96,14 @@ def write_report(
         "comparisons": out_dir / "comparisons.csv",
         "tradeoff": out_dir / "tradeoff.csv",
     }
-    trials_frame(a).to_csv(csv["trials"], index=False)
-    groups_frame(a).to_csv(csv["groups"], index=False)
-    comparisons_frame(a).to_csv(csv["comparisons"], index=False)
-    tradeoff_frame(a).to_csv(csv["tradeoff"], index=False)
+    for key, frame in (
+        ("trials", trials_frame(a)),
+        ("groups", groups_frame(a)),
+        ("comparisons", comparisons_frame(a)),
+        ("tradeoff", tradeoff_frame(a)),
+    ):
+        # plan text is text: no cell a spreadsheet would evaluate as a formula (case C20)
+        frame.map(spreadsheet_text).to_csv(csv[key], index=False)
     summary = dict(
         plan_name=data.plan_name,
         run_id=data.run_id,
