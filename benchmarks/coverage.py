@@ -180,7 +180,70 @@ def coverage(
     raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
 
 
+def stopping_rule(
+    rule: str, dist: Distribution, *, n_min: int, n_max: int, until_ci_rel: float, groups: int, seed: int = 0
+) -> tuple[float, float, float]:
+    """Coverage of the median's interval after a precision target's rounds, the mean number
+    of trials, and the share of groups that reached the target; ``rule``: ``two-stage``
+    (:func:`gcbench.stats.planned_repetitions` from the first ``n_min`` trials) or ``naive``
+    (one more trial at a time until the interval is narrow enough or ``n_max``)."""
+    rng = np.random.default_rng(seed)
+    x = dist.draw(rng, (groups, n_max))
+    if rule == "two-stage":
+        total = np.array([stats.planned_repetitions(row[:n_min], until_ci_rel=until_ci_rel, max_n=n_max) for row in x])
+    elif rule == "naive":
+        total = np.full(groups, n_max)
+        for n in range(max(n_min, stats.MIN_N_INTERVAL["median"]), n_max + 1):
+            lo, hi, _ = stats.median_interval(x[:, :n])
+            narrow = (hi - lo) / 2 <= until_ci_rel * np.abs(np.median(x[:, :n], axis=1))
+            total = np.where((total == n_max) & narrow, np.minimum(total, n), total)
+    else:
+        raise ValueError(f"unknown rule {rule!r}")
+    hit = reached = 0
+    for n in np.unique(total):
+        rows = x[total == n, :n]
+        lo, hi, _ = stats.median_interval(rows)
+        hit += int(np.sum((lo <= dist.median) & (dist.median <= hi)))
+        reached += int(np.sum((hi - lo) / 2 <= until_ci_rel * np.abs(np.median(rows, axis=1))))
+    return hit / groups, float(total.mean()), reached / groups
+
+
+STOPPING = (
+    ("lognormal sigma 0.05", 0.03),
+    ("lognormal sigma 0.2", 0.10),
+    ("heavy-tailed (Student t, 3 df, scale 5 %)", 0.04),
+)
+"""(distribution, target relative half-width) of the stopping-rule table."""
+
+
+def stopping_markdown(groups: int) -> str:
+    """The stopping-rule table: two-stage against naive, min 6, max 30 trials."""
+    out = [
+        "### precision targets: coverage of the median's interval after the rounds (min 6, max 30 trials)",
+        "",
+        "| distribution | target | rule | coverage % | mean trials | reached the target % |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, target in STOPPING:
+        dist = next(d for d in DISTRIBUTIONS if d.name == name)
+        for rule in ("two-stage", "naive"):
+            c, mean_n, reached = stopping_rule(
+                rule, dist, n_min=6, n_max=30, until_ci_rel=target, groups=groups, seed=stats.stable_seed(rule, name)
+            )
+            out.append(f"| {name} | {target:.0%} | {rule} | {100 * c:.1f} | {mean_n:.1f} | {100 * reached:.0f} |")
+    return "\n".join(out) + "\n"
+
+
 NS = (3, 4, 5, 6, 8, 10, 12, 15, 20, 30)
+
+
+RESAMPLING = frozenset({"pct_change_of_medians"})
+"""Methods that resample; the others are cheap enough for 20x the groups."""
+
+
+def groups_for(method: str, groups: int) -> int:
+    """Simulated groups per cell of ``method``: ``groups`` for a bootstrap, 20x for the others."""
+    return groups if method in RESAMPLING else 20 * groups
 
 
 def table(groups: int, resamples: int, ns=NS, methods=METHODS) -> list[tuple[str, str, int, float]]:
@@ -191,7 +254,12 @@ def table(groups: int, resamples: int, ns=NS, methods=METHODS) -> list[tuple[str
             for n in ns:
                 t0 = time.perf_counter()
                 cov, _ = coverage(
-                    method, dist, n, groups=groups, seed=stats.stable_seed(method, dist.name, n), resamples=resamples
+                    method,
+                    dist,
+                    n,
+                    groups=groups_for(method, groups),
+                    seed=stats.stable_seed(method, dist.name, n),
+                    resamples=resamples,
                 )
                 rows.append((method, dist.name, n, cov))
                 print(
@@ -217,9 +285,12 @@ def markdown(rows, groups: int, resamples: int) -> str:
                 + " |"
             )
         out.append("")
+    many = groups_for("median", groups)
     out.append(
-        f"Coverage in % of {groups:,} simulated groups per cell (nominal 95 %; the simulation's own standard "
-        f"error about {100 * math.sqrt(0.95 * 0.05 / groups):.1f} points), bootstrap with {resamples:,} resamples."
+        f"Coverage in % of simulated groups per cell, nominal 95 %: {many:,} groups for the median and the pooled "
+        f"ratio (the simulation's own standard error about {100 * math.sqrt(0.95 * 0.05 / many):.2f} points), "
+        f"{groups:,} for the % change (about {100 * math.sqrt(0.95 * 0.05 / groups):.1f} points; bootstrap with "
+        f"{resamples:,} resamples). 'none': GC-Bench gives no interval at that n."
     )
     return "\n".join(out) + "\n"
 
@@ -231,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", type=Path, help="write the tables into this Markdown file between the markers")
     args = p.parse_args(argv)
     rows = table(args.groups, args.resamples)
-    md = markdown(rows, args.groups, args.resamples)
+    md = markdown(rows, args.groups, args.resamples) + "\n" + stopping_markdown(groups_for("median", args.groups))
     print(md)
     if args.write:
         text = args.write.read_text(encoding="utf-8")

@@ -312,3 +312,18 @@ def test_permutation_p_beyond_enumeration_is_seeded_never_zero_and_named():
 def test_welch_p_is_none_not_zero_for_two_constant_groups():
     c = stats.compare([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], n_resamples=0)
     assert c.p_welch is None and "Welch's t undefined" in (c.note or "")
+
+
+# Precision targets (issue 21 point 3): repetitions {min, max, until_ci_rel}.
+def test_precision_target_stops_early_on_a_quiet_group_and_late_on_a_noisy_one():
+    rng = np.random.default_rng(4)
+    quiet = 100 * (1 + 0.001 * rng.standard_normal(6))  # planted noise: CV 0.1 %
+    noisy = 100 * (1 + 0.10 * rng.standard_normal(6))  # CV 10 %
+    middle = 100 * (1 + 0.02 * rng.standard_normal(6))
+    assert stats.planned_repetitions(quiet, until_ci_rel=0.02, max_n=30) == 6
+    assert stats.planned_repetitions(noisy, until_ci_rel=0.02, max_n=30) == 30
+    n = stats.planned_repetitions(middle, until_ci_rel=0.02, max_n=30)
+    s, m = np.std(middle, ddof=1), np.median(middle)
+    assert n == min(30, max(6, math.ceil((sps.t.ppf(0.975, 5) * math.sqrt(math.pi / 2) * s / (0.02 * m)) ** 2)))
+    with pytest.raises(ValueError, match="until_ci_rel must be > 0"):
+        stats.planned_repetitions(quiet, until_ci_rel=0, max_n=30)

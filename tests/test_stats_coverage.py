@@ -56,3 +56,10 @@ def test_the_check_can_fail_the_old_bootstrap_median_at_three_trials():
     )
     covered = float(np.mean((lo <= np.exp(5.0)) & (np.exp(5.0) <= hi)))
     assert covered < 0.76  # at most 1 - 2 * 0.5**3 = 75 % (inside the sample's range), plus noise
+
+
+def test_the_precision_targets_two_stage_rule_keeps_coverage_where_stopping_when_narrow_does_not():
+    dist = next(d for d in cov.DISTRIBUTIONS if d.name == "lognormal sigma 0.2")
+    kw = dict(n_min=6, n_max=30, until_ci_rel=0.10, groups=3000, seed=11)
+    two_stage, mean_n, reached = cov.stopping_rule("two-stage", dist, **kw)
+    assert two_stage >= NOMINAL - TOLERANCE and 6 < mean_n < 30 and 0 < reached < 1

@@ -83,10 +83,11 @@ is docs/statistics.md); ``tests/test_stats_coverage.py`` checks the boundary.
   95 % (any interval inside the sample's range covers at most that), and none is shown.
 * ``pooled_ratio``: the ratio estimator's t interval of sum / sum over trials
   (:func:`pooled_ratio_interval`); the BCa bootstrap it replaced covered 82-88 % at n = 5-10.
-  It holds from n = 8 where the per-trial values are roughly symmetric or mildly skewed
+  It holds from n = 3 where the per-trial values are roughly symmetric or mildly skewed
   (normal, lognormal up to sigma 0.2, heavy tails, quantized, ties); a mean cannot be pinned
-  down from few trials when rare slow windows (throttling) or strong skew (sigma 0.5) drive
-  it: the table shows those cases under-covering up to n = 20 or more.
+  down from few trials when rare slow windows (throttling: 83 % at n = 8, 93.5 % at 30) or
+  strong skew (sigma 0.5: 91-93 % up to n = 20) drive it. 8 is the stated compromise: the
+  table (docs/statistics.md, "Known limits") shows where it falls short.
 * ``pct_change_of_medians``: at n = 4 per side the BCa interval covers 91 %, from n = 5
   at least 94 % on every distribution of the table.
 * ``pct_change_of_medians``: BCa two-sample bootstrap of the % change of the medians
@@ -235,6 +236,49 @@ def median_interval(
         return None, None, None
     k, j, cov = ranks
     return x[..., k - 1], x[..., j - 1], cov
+
+
+def planned_repetitions(
+    pilot: Iterable[float | None] | np.ndarray,
+    *,
+    until_ci_rel: float,
+    max_n: int,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> int:
+    """How many trials a group needs in all for its median's interval to be narrower than
+    ``until_ci_rel`` (relative half-width, e.g. 0.02), from a first round of trials: the
+    stopping rule of a precision target (``repetitions: {min, max, until_ci_rel}``).
+
+    Stein's (1945) two-stage rule: the total n is fixed from the first round alone, with
+    Student's t at the first round's degrees of freedom, ``n = ceil((t * sqrt(pi / 2) * s /
+    (until_ci_rel * |median|))^2)`` (``sqrt(pi / 2) s / sqrt(n)``: the median's standard error
+    for normal data), at least the first round's size and :data:`MIN_N_INTERVAL` ``median``,
+    at most ``max_n``. Deciding once, before the added trials are seen, keeps the interval's
+    coverage; stopping as soon as an interval looks narrow does not (benchmarks/coverage.py
+    measures both).
+
+    Args:
+        pilot: the first round's values of the group's compared metric (unknown ones left out).
+        until_ci_rel: target relative half-width, a fraction (> 0).
+        max_n: most trials in all.
+
+    Raises:
+        ValueError: ``until_ci_rel`` is not positive.
+
+    Source: Stein, C. (1945). A two-sample test for a linear hypothesis whose power is
+    independent of the variance. Ann. Math. Stat. 16(3), 243-258.
+    """
+    if not until_ci_rel > 0:
+        raise ValueError(f"until_ci_rel must be > 0, got {until_ci_rel}")
+    x, _ = clean(pilot)
+    n0 = int(x.size)
+    floor = max(n0, MIN_N_INTERVAL["median"])
+    if n0 < 2 or np.median(x) == 0:
+        return max(floor, max_n)
+    q = float(_sps.t.ppf((1.0 + confidence) / 2.0, n0 - 1))
+    s = float(np.std(x, ddof=1))
+    need = math.ceil((q * math.sqrt(math.pi / 2.0) * s / (until_ci_rel * abs(float(np.median(x))))) ** 2)
+    return int(min(max(max_n, floor), max(floor, need)))
 
 
 # --------------------------------------------------------------------------- one group
