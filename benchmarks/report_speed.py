@@ -36,7 +36,7 @@ def main() -> int:
 
     from gcbench.report import write_report
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.plots import make_plots
+    from gcbench.report.render.plots import make_plots
 
     t_import = time.perf_counter() - t0
     # 85 repetitions x 12 groups = 1,020, minus 2 failed/skipped trials listed apart.

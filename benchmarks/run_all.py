@@ -24,6 +24,19 @@ BENCHMARKS = [
     ("Tokenizer throughput, one thread (targets: Rust >= tiktoken, Go >= 0.5x tiktoken)", ["tokenizer_throughput.py"]),
     ("Report of 1,018 trials in 12 groups, 10,000 resamples (target <= 5 s)", ["report_speed.py"]),
     ("Container image sizes (no PyTorch wheel kept in a layer)", ["image_sizes.py"]),
+    (
+        "Coverage of every interval GC-Bench prints (target >= 93.5 % from each method's minimum n; "
+        "writes docs/statistics.md)",
+        [
+            "coverage.py",
+            "--groups",
+            "1000",
+            "--resamples",
+            "1000",
+            "--write",
+            str(HERE.parent / "docs" / "statistics.md"),
+        ],
+    ),
 ]
 
 

@@ -35,6 +35,8 @@ LAYERS: list[set[str]] = [
     # one trial; the validation of a stored run; the nightly regression check
     {"trial", "validate", "regression"},
     {"notify", "report", "export"},
+    # the web app: report pages, mounted in Airflow's API server
+    {"web"},
     {"airflow_local"},
     # plan -> DAG, runners: may use everything below
     {"factory"},
@@ -189,7 +191,7 @@ def test_the_checker_sees_imports_inside_functions_relative_ones_and_from_gcbenc
     assert bad == [
         "gcbench/energy/probe.py:4: energy (layer 3) imports gcbench.trial, up to trial (layer 6)",
         "gcbench/energy/probe.py:5: energy (layer 3) imports gcbench.report, up to report (layer 7)",
-        "gcbench/energy/probe.py:6: energy (layer 3) imports gcbench.factory, up to factory (layer 9)",
+        "gcbench/energy/probe.py:6: energy (layer 3) imports gcbench.factory, up to factory (layer 10)",
         "gcbench/energy/probe.py:7: energy (layer 3) imports gcbench.tokenizer.build, sideways to tokenizer (layer 3)",
     ]
 
@@ -197,3 +199,28 @@ def test_the_checker_sees_imports_inside_functions_relative_ones_and_from_gcbenc
 @pytest.mark.parametrize("unit", LOWER)
 def test_each_lower_layer_is_below_the_runners_and_the_report(unit):
     assert all(RANK[unit] < RANK[top] for top in RUNNERS_AND_REPORT)
+
+
+REPORT_LAYERS: list[set[str]] = [
+    {"fmt", "scale", "data", "metrics", "build"},
+    {"analysis"},
+    {"render"},
+]
+"""Inside gcbench.report: formatting helpers and plain data below the numbers, the numbers
+(analysis) below their rendering. ``build`` (the report task's body) reaches the writer
+through ``gcbench.report``'s lazy ``write_report`` only."""
+
+
+def test_report_numbers_never_import_their_rendering():
+    """analysis/ computes, render/ formats: analysis never imports render, the helpers neither."""
+    rank = {u: i for i, layer in enumerate(REPORT_LAYERS) for u in layer}
+    bad = []
+    for imp in (i for _unit, i in all_imports(PACKAGE)):
+        rel = imp.path.relative_to(PACKAGE).parts
+        if rel[0] != "report" or len(rel) < 2 or not imp.target.startswith("gcbench.report."):
+            continue
+        src = Path(rel[1]).stem
+        dst = imp.target.split(".")[2]
+        if src in rank and dst in rank and rank[dst] > rank[src]:
+            bad.append(f"{'/'.join(rel)}:{imp.line}: report.{src} imports {imp.target}")
+    assert not bad, "\n".join(bad)

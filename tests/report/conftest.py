@@ -36,4 +36,4 @@ def measured_report(tmp_path_factory):
 @pytest.fixture(scope="session")
 def simulated_report(tmp_path_factory):
     """(data, paths) of a report whose trials all come from the simulated device."""
-    return _write(tmp_path_factory, "simulated", kinds=("tinylm", "noop"), n_rep=4, simulated=True)
+    return _write(tmp_path_factory, "simulated", kinds=("tinylm", "noop"), n_rep=5, simulated=True)

@@ -9,7 +9,7 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench.report.analysis import ReportSettings, analyze, baseline_level
-from gcbench.report.plots import pareto_front
+from gcbench.report.analysis.tradeoff import pareto_front
 
 FAST = ReportSettings(n_resamples=300)
 

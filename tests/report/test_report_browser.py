@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from gcbench import config
-from gcbench.report import web
+from gcbench.web import app as web
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RUN_ID = "manual__2025-01-01T00:00:00+00:00"

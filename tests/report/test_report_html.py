@@ -7,6 +7,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from gcbench import stats
+
 SECTIONS = ("headlines", "groups", "comparisons", "figures", "co2e", "measurement", "excluded", "trials", "statistics")
 
 
@@ -58,7 +60,7 @@ def test_headlines_in_the_studies_form_with_ci_and_significance(measured_report)
 def test_small_groups_are_inconclusive_and_no_headline(simulated_report):
     _, paths = simulated_report
     html = paths.html.read_text(encoding="utf-8")
-    # tinylm-infer path=torch keeps 1 valid of 4 trials (invalid, failed, skipped)
+    # tinylm-infer path=torch keeps 1 valid of 5 trials (invalid, failed, skipped, unvalidated)
     row = html.split("tinylm-infer[mode=infer,path=torch]")[1].split("</tr>")[0]
     assert 'class="inconclusive">inconclusive' in row
     comparisons = _section(html, "comparisons")
@@ -67,7 +69,8 @@ def test_small_groups_are_inconclusive_and_no_headline(simulated_report):
     assert torch_rows and all('class="inconclusive">inconclusive' in r for r in torch_rows)
     heads = _section(html, "headlines")
     assert "path=external-go against path=torch" not in heads
-    assert "without a CI (fewer than 3 valid trials in a group) are not a headline" in heads
+    need = stats.MIN_N_INTERVAL["pct_change_of_medians"]
+    assert f"without a CI (fewer than {need} valid trials in a group) are not a headline" in heads
 
 
 def test_excluded_trials_are_listed_with_reasons_and_errors(measured_report):
@@ -209,7 +212,7 @@ def test_no_comparison_message_names_inconclusive_groups():
     from synthetic import make_report_data
 
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.writer import _no_comparison_reason
+    from gcbench.report.render.context import _no_comparison_reason
 
     data = make_report_data(kinds=("tinylm",), n_rep=1, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))
@@ -226,7 +229,7 @@ def test_co2e_plot_axis_is_in_a_unit_scaled_for_its_values():
     from synthetic import make_report_data
 
     from gcbench.report.analysis import ReportSettings, analyze
-    from gcbench.report.plots import plot_co2e
+    from gcbench.report.render.plots import plot_co2e
 
     data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
     a = analyze(data, ReportSettings(n_resamples=200))

@@ -18,7 +18,7 @@ from synthetic import make_report_data
 
 from gcbench.report import write_report
 from gcbench.report.analysis import ReportSettings, analyze
-from gcbench.report.paper import paper_tables, to_latex, to_markdown
+from gcbench.report.render.paper import paper_tables, to_latex, to_markdown
 
 FAST = dict(n_resamples=500)  # few resamples: the marks, not the statistics, are under test
 NO_PIN = "no CUDA device: pinned memory unavailable, host-to-host copy of pageable memory"
@@ -163,7 +163,7 @@ def test_trials_stored_before_the_record_fall_back_on_what_they_reported():
 def test_amp_on_a_cpu_is_no_trade_off_and_no_paper_result():
     """The multi-GPU study's precision and GPU-count factors on a CPU: not in effect, so the
     trade-off has no "saved X % energy" headline along them and the paper table no change."""
-    data = make_report_data(kinds=("resnet_cifar",), n_rep=3, failures=False)
+    data = make_report_data(kinds=("resnet_cifar",), n_rep=5, failures=False)
     t = data.trials
     marks = []
     for f in t["factors"]:

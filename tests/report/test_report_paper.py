@@ -14,15 +14,16 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench.report import write_report
-from gcbench.report.analysis import ReportSettings, analyze, fmt_num
-from gcbench.report.paper import latex_escape, paper_tables, to_latex, to_markdown
+from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.fmt import fmt_num
+from gcbench.report.render.paper import latex_escape, paper_tables, to_latex, to_markdown
 
 FAST = ReportSettings(n_resamples=300)
 
 
 @pytest.fixture(scope="module")
 def studies():
-    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=5, failures=False), FAST)
+    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=6, failures=False), FAST)
 
 
 def _rows(table):
@@ -102,7 +103,7 @@ def test_simulated_figures_are_marked_in_both_formats():
         "",
     ]
     assert r"\textbf{SIMULATED}: GPU energy and every figure derived from it" in tex
-    from gcbench.report.paper import to_markdown
+    from gcbench.report.render.paper import to_markdown
 
     md = to_markdown([jt], a)
     assert "| **SIMULATED** GPU J/token (mJ/token) |" in md and "(SIMULATED)" in md.splitlines()[0]
@@ -225,7 +226,7 @@ def test_changes_of_small_groups_are_no_result_and_the_note_says_what_the_cells_
         assert t.notes[0].startswith(
             'Cells: "trials: a, b": each valid trial\'s value, where a group has fewer '
             "than 3 valid trials (no median, no CI); no group here has the 3 valid "
-            "trials a median with a CI needs."
+            "trials a median needs."
         )
         assert "median [95 % CI]" not in t.notes[0]
         assert "no change here is a result" in t.notes[0] and "n too small" in t.notes[0]
@@ -234,11 +235,12 @@ def test_changes_of_small_groups_are_no_result_and_the_note_says_what_the_cells_
 
 
 def test_mixed_tables_say_both_kinds_of_cells_and_inconclusive_changes_say_why():
-    data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    data = make_report_data(kinds=("tinylm",), n_rep=6, failures=False)
     t = data.trials
     # tinylm-infer external-go: two valid repetitions whose throughputs disagree (the twin rule)
     go = t.index[t["variant"] == "tinylm-infer[mode=infer,path=external-go]"]
-    t.loc[go[0], "valid"] = False
+    t.loc[go[:4], "valid"] = False
+    go = go[3:]
     flag = (
         "twins disagree: the two valid repetitions ran at 70 and 1 steps/s (70.0x apart, limit 2x); "
         "the group is inconclusive"
@@ -265,13 +267,13 @@ def test_a_reference_whose_trials_are_all_invalid_is_missing_not_replaced(tmp_pa
     the paper keeps pure PyTorch as the reference (no other path takes its place), gives
     no change and says why; the report counts no tested comparison, says the changes
     have no estimate, and names the empty group under its table."""
-    data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    data = make_report_data(kinds=("tinylm",), n_rep=5, failures=False)
     t = data.trials
     torch = "tinylm-infer[mode=infer,path=torch]"
     rows = t.index[t["variant"] == torch]
-    assert len(rows) == 3
+    assert len(rows) == 5
     t.loc[rows, "valid"] = False
-    t.loc[rows, "reasons"] = pd.Series([["unstable window"]] * 3, index=rows)
+    t.loc[rows, "reasons"] = pd.Series([["unstable window"]] * 5, index=rows)
     a = analyze(data, FAST)
     jt = paper_tables(a)[0]
     assert jt.columns[5] == "Δ GPU J/token vs pure PyTorch"
@@ -295,7 +297,7 @@ def test_a_reference_whose_trials_are_all_invalid_is_missing_not_replaced(tmp_pa
         1 for r in a.comparisons if not r.inconclusive and not r.not_compared and r.result.p_mannwhitney is not None
     )
     assert f"Holm-adjusted across the {tested} tested comparisons" in md
-    assert "No value for groups without a valid trial: tinylm-infer[mode=infer,path=torch] (0 valid of 3)" in md
+    assert "No value for groups without a valid trial: tinylm-infer[mode=infer,path=torch] (0 valid of 5)" in md
 
 
 def test_no_headline_says_which_changes_have_no_estimate_at_all(tmp_path):

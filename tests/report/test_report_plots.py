@@ -9,15 +9,15 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench import stats
-from gcbench.report import plots
 from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.render import plots
 
 FAST = ReportSettings(n_resamples=300)
 
 
 @pytest.fixture(scope="module")
 def measured():
-    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=5), FAST)
+    return analyze(make_report_data(kinds=("tinylm", "h2d", "resnet_cifar"), n_rep=6), FAST)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_median_ci_and_pooled_drawn_over_the_dots(measured, measured_plots):
     medians = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() == "_"]
     diamonds = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() == "D"]
     assert s.median in medians and pooled.pooled in diamonds  # J/GB stays in J/GB
-    assert "Black bar with whiskers: the median and its 95 % BCa bootstrap CI" in p.caption
+    assert "Black bar with whiskers: the median and its 95 % distribution-free CI (order statistics)" in p.caption
     assert "Orange diamond: the pooled estimate (Σ GPU energy / Σ GB" in p.caption
 
 
@@ -70,7 +70,7 @@ def test_groups_under_three_trials_get_dots_only_and_the_caption_says_so():
     assert len(_dots(ax)) == 6
     assert not [line for line in ax.get_lines() if line.get_marker() in ("_", "D")]
     assert (
-        p.caption.count(f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials") == 1
+        p.caption.count(f"No median or CI where a group has fewer than {stats.MIN_N_SUMMARY} valid trials") == 1
     )  # once for both panels
     assert "Black bar" not in p.caption and "diamond" not in p.caption
 

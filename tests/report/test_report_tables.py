@@ -12,8 +12,9 @@ import pytest
 from synthetic import make_report_data
 
 from gcbench import stats
-from gcbench.report import tables
-from gcbench.report.analysis import ReportSettings, analyze, fmt_num
+from gcbench.report.analysis import ReportSettings, analyze
+from gcbench.report.fmt import fmt_num
+from gcbench.report.render import tables
 from gcbench.report.scale import choose_unit
 
 FAST = ReportSettings(n_resamples=300)
@@ -45,12 +46,25 @@ def test_groups_under_three_trials_list_their_trials_and_say_why_once():
         assert cell.main == "trials: " + ", ".join(fmt_num(x) for x in v)  # mJ/token
         assert fmt_num(np.median(v)) not in cell.main  # never the mean of two as a median
     reason = [n for n in t.notes if "fewer than 3 valid trials" in n]
-    assert len(reason) == 1 and "a bootstrap CI needs at least 3 trials" in reason[0]
+    assert len(reason) == 1 and 'list each trial\'s value ("trials: ...")' in reason[0]
     assert all("at least 3" not in c.text() for r in t.rows for c in r["cells"])
 
 
-def test_three_trials_show_median_and_ci():
+def test_three_trials_show_the_median_and_say_why_there_is_no_ci():
+    """C22: 3-5 trials give a median but no 95 % interval (none can keep the level)."""
     data = make_report_data(kinds=("tinylm",), n_rep=3, failures=False)
+    a = analyze(data, FAST)
+    t, groups = _table(a, "tinylm-infer")
+    j = _col(t, "GPU J/token")
+    s = groups[0].summaries["j_per_token"]
+    cell = t.rows[0]["cells"][j]
+    assert not cell.trials and cell.main == fmt_num(s.median * 1e3) and cell.ci == ""
+    (note,) = [n for n in t.notes if n.startswith("No CI (n too small for a 95 % interval of the median")]
+    assert "6 trials needed" in note and "docs/statistics.md" in note
+
+
+def test_six_trials_show_median_and_ci():
+    data = make_report_data(kinds=("tinylm",), n_rep=6, failures=False)
     a = analyze(data, FAST)
     t, groups = _table(a, "tinylm-infer")
     j = _col(t, "GPU J/token")
@@ -58,11 +72,11 @@ def test_three_trials_show_median_and_ci():
     cell = t.rows[0]["cells"][j]
     assert not cell.trials and cell.main == fmt_num(s.median * 1e3)
     assert cell.ci == f"[{fmt_num(s.ci_low * 1e3)}, {fmt_num(s.ci_high * 1e3)}]"
-    assert not any("fewer than 3" in n for n in t.notes)
+    assert not any("fewer than 3" in n or n.startswith("No CI") for n in t.notes)
 
 
 def test_headlines_only_for_comparisons_with_a_ci():
-    data = make_report_data(kinds=("tinylm",), n_rep=4, failures=False)
+    data = make_report_data(kinds=("tinylm",), n_rep=5, failures=False)
     small = data.trials["workload"].eq("tinylm-infer") & data.trials["repetition"].ge(2)
     data.trials.loc[small, "valid"] = False  # tinylm-infer keeps 2 valid trials per group
     a = analyze(data, FAST)
@@ -78,11 +92,12 @@ def test_comparisons_table_states_the_missing_ci_once(simulated_report):
     _, paths = simulated_report
     md = paths.markdown.read_text(encoding="utf-8")
     comparisons = md.split("## Comparisons")[1].split("\n## ")[0]
-    assert comparisons.count('No CI ("–") where a group has fewer than 3 valid trials') == 1
+    need = stats.MIN_N_INTERVAL["pct_change_of_medians"]
+    assert comparisons.count(f'No CI ("–") where a group has fewer than {need} valid trials') == 1
     assert "values per group needed" not in comparisons
 
 
-def test_smoke_plan_runs_three_repetitions_wherever_the_report_compares():
+def test_smoke_plan_runs_enough_repetitions_for_a_ci_wherever_the_report_compares():
     from pathlib import Path
 
     from gcbench.plan import expand, load_plan
@@ -114,21 +129,21 @@ def test_smoke_plan_runs_three_repetitions_wherever_the_report_compares():
     pairs = plan_comparisons(list(groups.values()), ReportSettings.from_plan(plan.model_dump()))
     compared = {g.variant for pair in pairs for g in pair[:2]}
     assert {groups[v].workload for v in compared} == {"h2d", "tinylm-infer"}
-    assert all(reps[v] >= stats.MIN_N_CI for v in compared), reps
+    assert all(reps[v] >= stats.MIN_N_INTERVAL["pct_change_of_medians"] for v in compared), reps
 
 
 # --------------------------------------------------------------------------- point 2
 
 
 def test_pooled_ratios_are_sums_over_the_same_trials_as_the_medians():
-    data = make_report_data(kinds=("tinylm",), n_rep=5, failures=False)
+    data = make_report_data(kinds=("tinylm",), n_rep=9, failures=False)
     t = data.trials
     first = t.index[t["variant"] == t.loc[0, "variant"]]
     t.loc[first[1], "tokens_per_s"] = np.nan  # throughput unknown in one trial
     a = analyze(data, FAST)
     g = next(g for g in a.groups if g.variant == t.loc[0, "variant"])
     keep = t.loc[first].drop(index=first[1])
-    assert g.summaries["j_per_token"].n == g.summaries["tokens_per_s"].n == 4
+    assert g.summaries["j_per_token"].n == g.summaries["tokens_per_s"].n == 8
     assert g.summaries["j_per_token"].n_excluded == 1  # left out of J/token too
     assert g.summaries["j_per_token"].median == pytest.approx(keep["j_per_token"].median())
     energy = (keep["j_per_token"] * keep["tokens"]).sum()
@@ -138,7 +153,7 @@ def test_pooled_ratios_are_sums_over_the_same_trials_as_the_medians():
         energy / keep["duration_s"].sum()
     )
     p = g.pooled["j_per_token"]
-    assert p.n == 4 and p.ci_low < p.pooled < p.ci_high
+    assert p.n == 8 and p.ci_low < p.pooled < p.ci_high
 
 
 def test_tables_and_groups_csv_say_how_ratios_are_summarised(measured_report):
@@ -234,10 +249,11 @@ def test_totals_line_is_scaled(measured_report):
 
 
 def test_no_headline_says_why_when_no_comparison_has_a_ci():
-    from gcbench.report.writer import _no_comparison_reason
+    from gcbench.report.render.context import _no_comparison_reason
 
     a = analyze(make_report_data(kinds=("tinylm",), n_rep=2, failures=False), FAST)
     assert a.comparisons and not a.headlines
     assert _no_comparison_reason(a).startswith(
-        "No headline: no comparison has a CI (each needs at least 3 valid trials per group"
+        f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_INTERVAL['pct_change_of_medians']} "
+        "valid trials per group"
     )

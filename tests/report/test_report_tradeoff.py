@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from synthetic import make_report_data
 
-from gcbench.report import tables
+from gcbench import stats
 from gcbench.report.analysis import ReportSettings, analyze, baseline_level
-from gcbench.report.tradeoff import pareto_front, tradeoff_kind
+from gcbench.report.analysis.tradeoff import pareto_front, tradeoff_kind
+from gcbench.report.render import tables
 
 FAST = ReportSettings(n_resamples=300)
 
@@ -93,7 +94,7 @@ def test_headline_energy_saved_for_time_lost_with_cis(resnet):
 
 
 def test_single_configuration_headline_and_no_headline_without_cis():
-    data = make_report_data(kinds=("resnet_cifar",), n_rep=4, failures=False)
+    data = make_report_data(kinds=("resnet_cifar",), n_rep=5, failures=False)
     keep = data.trials["factors"].map(lambda f: f["gpus"] == 1 and f["precision"] == "fp32")
     data.trials = data.trials[keep].reset_index(drop=True)
     a = analyze(data, FAST)
@@ -110,11 +111,12 @@ def test_single_configuration_headline_and_no_headline_without_cis():
     data.trials = data.trials[data.trials["repetition"] < 2]
     a = analyze(data, FAST)
     (t,) = a.tradeoffs
-    assert not t.headlines and all("at least 3 valid trials" in e.reason for e in t.effects)
+    need = stats.MIN_N_INTERVAL["pct_change_of_medians"]
+    assert not t.headlines and all(f"at least {need} valid trials" in e.reason for e in t.effects)
 
 
 def test_windowed_workloads_trade_energy_per_token_against_time_per_token():
-    data = make_report_data(kinds=("tinylm",), n_rep=4, failures=False)
+    data = make_report_data(kinds=("tinylm",), n_rep=5, failures=False)
     t = data.trials  # relabel two of the paths as a precision factor: amp and fp32
     t = t[t["factors"].map(lambda f: f["path"] != "external-go")].copy()
     t["factors"] = [{"precision": "amp" if "rust" in f["path"] else "fp32", "mode": f["mode"]} for f in t["factors"]]

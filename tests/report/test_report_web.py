@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gcbench import config
-from gcbench.report import web
+from gcbench.web import app as web
 
 RUN_ID = "manual__2025-01-01T00:00:00+00:00"
 RUN_KEY = config.run_key(RUN_ID)  # the folder the report writer uses (build.report_run)
@@ -269,7 +269,7 @@ def test_outside_airflow_the_app_refuses_rather_than_serving_anyone(reports, air
 
 
 def test_plugin_registers_app_and_views():
-    from gcbench.report.airflow_plugin import GCBenchPlugin
+    from gcbench.web.airflow_plugin import GCBenchPlugin
 
     assert GCBenchPlugin.name == "gcbench"
     (app,) = GCBenchPlugin.fastapi_apps
@@ -283,7 +283,7 @@ def test_plugin_registers_app_and_views():
 def test_plugin_validates_against_airflow_ui_models():
     from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
 
-    from gcbench.report.airflow_plugin import GCBenchPlugin
+    from gcbench.web.airflow_plugin import GCBenchPlugin
 
     for v in GCBenchPlugin.external_views:
         ExternalViewResponse.model_validate(v)
@@ -291,7 +291,7 @@ def test_plugin_validates_against_airflow_ui_models():
 
 def test_plugin_module_imports_cheaply():
     code = (
-        "import sys, gcbench.report.airflow_plugin; "
+        "import sys, gcbench.web.airflow_plugin; "
         "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'numpy') "
         "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
     )
@@ -350,9 +350,10 @@ def test_airflow_api_server_mounts_the_app_behind_its_login(tmp_path, reports):
     # Without the installed entry point, the plugins folder registers it instead.
     from importlib.metadata import entry_points
 
-    if not any(e.name == "gcbench" for e in entry_points(group="airflow.plugins")):
+    ours = "gcbench.web.airflow_plugin:GCBenchPlugin"  # an install older than this checkout may name another
+    if not any(e.name == "gcbench" and e.value == ours for e in entry_points(group="airflow.plugins")):
         (plugins_dir / "gcbench_plugin.py").write_text(
-            "from gcbench.report.airflow_plugin import GCBenchPlugin  # noqa: F401\n"
+            "from gcbench.web.airflow_plugin import GCBenchPlugin  # noqa: F401\n"
         )
     r = subprocess.run(
         [sys.executable, "-c", AIRFLOW_PROBE], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
@@ -362,3 +363,15 @@ def test_airflow_api_server_mounts_the_app_behind_its_login(tmp_path, reports):
     assert out["anonymous"] == 401, "the plugin app answers without Airflow's login"
     assert out["status"] == 200 and "synthetic-test" in out["plans"] and out["index"]
     assert {"gcbench", "gcbench-run-report"} <= set(out["views"])
+
+
+def test_the_airflow_plugins_entry_point_names_the_plugin_class():
+    """pyproject.toml's ``airflow.plugins`` entry point resolves to the plugin in gcbench.web."""
+    import importlib
+    import tomllib
+
+    from gcbench.web.airflow_plugin import GCBenchPlugin
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    module, _, name = pyproject["project"]["entry-points"]["airflow.plugins"]["gcbench"].partition(":")
+    assert getattr(importlib.import_module(module), name) is GCBenchPlugin

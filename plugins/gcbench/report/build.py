@@ -51,19 +51,8 @@ def report_run(plan, run_id: str, *, paper: bool = False) -> Path:
         pk = queries.dag_run_pk(conn, plan.dag_id, run_id)
         if pk is None:
             raise StoreError(f"no stored run {run_id!r} of {plan.dag_id}")
-        with conn.cursor() as cur:
-            cur.execute("SELECT logical_date FROM dag_runs WHERE id = %s", (pk,))
-            logical = cur.fetchone()[0]
-        conn.commit()
-        data = report_data(conn, plan, pk, run_id, logical.isoformat() if logical else None)
+        data = report_data(conn, plan, pk, run_id, queries.run_logical_date(conn, pk))
         out_dir = config.reports_dir() / plan.name / config.run_key(run_id)
         paths = write_report(data, out_dir, paper=paper)
-        with conn.cursor() as cur:
-            cur.execute(
-                "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s) "
-                "ON CONFLICT (dag_run_id) DO UPDATE SET html_path = EXCLUDED.html_path, md_path = EXCLUDED.md_path, "
-                "created_at = now()",
-                (pk, str(paths.html), str(paths.markdown)),
-            )
-        conn.commit()
+        queries.record_report(conn, pk, str(paths.html), str(paths.markdown))
     return Path(paths.html)

@@ -32,6 +32,28 @@ def run_outcome(conn, dag_run_pk: int) -> tuple[list[str], Any]:
     return [str(n) for n in notes], row[1]
 
 
+def run_logical_date(conn, dag_run_pk: int) -> str | None:
+    """The logical date of stored DAG run ``dag_run_pk`` as ISO 8601 text, or None when the
+    run has none (a ``gcbench run`` without one). Commits the read."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT logical_date FROM dag_runs WHERE id = %s", (dag_run_pk,))
+        logical = cur.fetchone()[0]
+    conn.commit()
+    return logical.isoformat() if logical else None
+
+
+def record_report(conn, dag_run_pk: int, html_path: str, md_path: str) -> None:
+    """Record (or replace) where the report of DAG run ``dag_run_pk`` was written; commits."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "INSERT INTO reports (dag_run_id, html_path, md_path) VALUES (%s, %s, %s) "
+            "ON CONFLICT (dag_run_id) DO UPDATE SET html_path = EXCLUDED.html_path, md_path = EXCLUDED.md_path, "
+            "created_at = now()",
+            (dag_run_pk, html_path, md_path),
+        )
+    conn.commit()
+
+
 def trials_frame(conn, dag_run_pk: int):
     """One row per trial of a DAG run, with metrics as columns (NaN = unknown).
 

@@ -1,47 +1,23 @@
-"""Write one report: HTML (self-contained), Markdown with PNGs beside it, CSV, JSON.
-
-    from gcbench.report import write_report
-    paths = write_report(data, Path("reports") / data.plan_name / data.run_id)
-
-Layout of ``out_dir``::
-
-    report.html        everything, plots embedded as base64 PNG
-    report.md          the same text; links the PNGs below
-    *.png              one file per figure
-    trials.csv         one row per trial; gpu_energy_source (simulated | nvml | nvidia-smi |
-                       unavailable) and simulated_columns (the columns of that row whose
-                       values come from the simulated device, ';'-separated; empty when
-                       none) label the figures per column
-    groups.csv         one row per group and metric; data_source: SIMULATED when that
-                       metric comes from simulated GPU energy, else measured
-    comparisons.csv    one row per comparison and metric; data_source as in groups.csv
-    tradeoff.csv       one row per configuration of each energy-time trade-off (energy,
-                       time, changes against the baseline); data_source as in groups.csv
-    paper.md/.tex      with paper=True: the study's headline tables (gcbench.report.paper)
-    report.json        summary for the Airflow view (headlines, counts, simulated)
-"""
+"""The template context of report.html and report.md: every number of an
+:class:`Analysis` turned into text and table rows (no statistic computed here)."""
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
-import json
-import math
-from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from gcbench import stats
-from gcbench.metrics import CO2E_BAND_COLUMNS, METRIC_COLUMNS
-from gcbench.report import tables
-from gcbench.report.analysis import Analysis, ReportSettings, analyze, fmt_num, fmt_p
-from gcbench.report.data import TRIAL_COLUMNS, ReportData, ReportPaths
-from gcbench.report.metrics import RATIOS, SIMULATED_METRICS, info, is_simulated_metric, kind_metrics
-from gcbench.report.plots import Plot, _slug, make_plots
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.fmt import fmt_num, fmt_p
+from gcbench.report.metrics import info, is_simulated_metric, kind_metrics
+from gcbench.report.render import tables
+from gcbench.report.render.plots import Plot, _slug
 from gcbench.report.scale import choose_unit
 
-TEMPLATES = Path(__file__).with_name("templates")
+if TYPE_CHECKING:  # pandas stays out of module level: the Airflow plugin imports the report
+    import pandas as pd
+
 MD_MAX_TRIAL_ROWS = 300
 """Markdown lists at most this many trials (trials.csv has all of them)."""
 
@@ -59,20 +35,8 @@ SENSOR_FACTS = [
 ]
 
 
-def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-
-
 def shown_metrics(a: Analysis, workload: str, kind: str, groups) -> tuple[list[str], list[str]]:
-    """See :func:`gcbench.report.tables.shown_metrics`."""
+    """See :func:`gcbench.report.render.tables.shown_metrics`."""
     return tables.shown_metrics(a, workload, kind, groups)
 
 
@@ -146,7 +110,9 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             simulated=r.simulated,
         )
         if r.not_compared:
-            tested = dict.fromkeys(("pct", "ci", "p_mw", "p_mw_holm", "p_welch", "p_welch_holm", "cliff", "hl"), "–")
+            tested = dict.fromkeys(
+                ("pct", "ci", "p_mw", "p_mw_holm", "p_method", "p_welch", "p_welch_holm", "cliff", "hl"), "–"
+            )
             comparisons.append({**row, **tested, "verdict": "not compared", "note": r.not_compared})
             continue
         if c.pct_ci_low is None and c.pct_change is not None:
@@ -165,6 +131,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
                 ),
                 p_mw=fmt_p(c.p_mannwhitney).removeprefix("p = "),
                 p_mw_holm=fmt_p(c.p_mannwhitney_holm).removeprefix("p = "),
+                p_method=c.p_method or "–",
                 p_welch=fmt_p(c.p_welch).removeprefix("p = "),
                 p_welch_holm=fmt_p(c.p_welch_holm).removeprefix("p = "),
                 cliff=fmt_num(c.cliffs_delta, 3),
@@ -198,7 +165,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         )
     if no_ci:
         comparison_notes.append(
-            f'No CI ("–") where a group has fewer than {stats.MIN_N_CI} valid trials: '
+            f'No CI ("–") where a group has fewer than {stats.MIN_N_INTERVAL["pct_change_of_medians"]} valid trials: '
             f"{'; '.join(dict.fromkeys(no_ci))}. Their change is a point estimate only and is "
             f"not a headline."
         )
@@ -254,7 +221,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     if left_out and headlines:
         headline_note = (
             f"{len(left_out)} comparison{'s' if len(left_out) > 1 else ''} without a "
-            f"CI (fewer than {stats.MIN_N_CI} valid trials in a group) "
+            f"CI (fewer than {stats.MIN_N_INTERVAL['pct_change_of_medians']} valid trials in a group) "
             f"{'are' if len(left_out) > 1 else 'is'} not a headline; see Comparisons."
         )
     not_made = a.not_compared()
@@ -382,6 +349,12 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         conf=conf,
         n_resamples=f"{s.n_resamples:,}",
         alpha=s.alpha,
+        mw_methods=(
+            f"exact (every split of the pooled values enumerated, ties included) up to "
+            f"{stats.EXACT_PERMUTATION_MAX_SPLITS:,} splits (8 vs 8), a permutation p-value from "
+            f"{stats.PERMUTATION_RESAMPLES:,} random splits where a group has fewer than "
+            f"{stats.PERMUTATION_BELOW_N} trials beyond that, else the normal approximation with tie correction"
+        ),
         min_valid=s.min_valid_repetitions,
         intensity=s.intensity_kg_per_kwh,
         band_low=s.band[0],
@@ -400,7 +373,9 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         tradeoff_headlines=tradeoff_headlines,
         headline_note=headline_note,
         comparison_notes=comparison_notes,
-        min_n_ci=stats.MIN_N_CI,
+        min_n_summary=stats.MIN_N_SUMMARY,
+        min_n_text=stats.min_n_text(),
+        min_n_median=stats.MIN_N_INTERVAL["median"],
         trial_energy_unit=energy_unit.label,
         trial_time_unit=time_unit.label,
         # the Holm family: what adjust_holm adjusted, comparisons that have a p-value
@@ -432,7 +407,7 @@ def _no_comparison_reason(a: Analysis) -> str:
         if none:
             parts.append(f"{none} ha{'ve' if none != 1 else 's'} no estimate at all (a side has no valid trial)")
         return (
-            f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_CI} "
+            f"No headline: no comparison has a CI (each needs at least {stats.MIN_N_INTERVAL['pct_change_of_medians']} "
             f"valid trials per group; {' and '.join(parts)}, see Comparisons)."
             + (" " + _not_compared_sentence(not_made) if not_made else "")
         )
@@ -450,363 +425,4 @@ def _no_comparison_reason(a: Analysis) -> str:
     return (
         f"No comparisons could be tested: these groups are inconclusive or empty "
         f"(fewer than {a.settings.min_valid_repetitions} valid repetitions): {names}."
-    )
-
-
-# --------------------------------------------------------------------------- CSV
-
-
-def _source_label(simulated: bool) -> str:
-    return "SIMULATED" if simulated else "measured"
-
-
-def _gpu_energy_source(t) -> str:
-    if t["simulated"] or t["gpu_method"] == "simulated":
-        return "simulated"
-    src = t["gpu_source"]
-    if src:
-        return str(src)
-    return "unavailable" if not t["gpu_method"] else str(t["gpu_method"])
-
-
-SIMULATED_CSV_COLUMNS = tuple(
-    c for c in (*METRIC_COLUMNS, *CO2E_BAND_COLUMNS) if c in SIMULATED_METRICS or c.startswith("co2e_kg")
-)
-"""trials.csv columns whose values come from the simulated device in simulated trials."""
-
-
-def trials_frame(a: Analysis) -> pd.DataFrame:
-    """trials.csv: every trial; lists joined by '; ', factors as JSON.
-
-    The first two columns say, per column, what is simulated: ``gpu_energy_source``
-    (simulated | nvml | nvidia-smi | unavailable) and ``simulated_columns`` (the columns
-    of :data:`SIMULATED_CSV_COLUMNS` that are known and simulated in that row)."""
-    df = a.trials
-    sim_cols = []
-    for _, t in df.iterrows():
-        sim_cols.append("; ".join(c for c in SIMULATED_CSV_COLUMNS if t["simulated"] and pd.notna(t[c])))
-    out = pd.DataFrame(
-        {"gpu_energy_source": [_gpu_energy_source(t) for _, t in df.iterrows()], "simulated_columns": sim_cols}
-    )
-    for col in TRIAL_COLUMNS:
-        v = df[col]
-        if col in ("reasons", "flags"):
-            v = v.map(lambda x: "; ".join(x))
-        elif col == "factors":
-            v = v.map(lambda x: json.dumps(x, sort_keys=True, default=str))
-        elif col == "settings_not_in_effect":  # as the report judged it (older trials: from <factor>_effective)
-            v = df["not_in_effect"].map(lambda x: json.dumps(x, sort_keys=True, default=str))
-        elif col == "valid":
-            v = v.map(lambda x: "" if x is None else str(bool(x)))
-        out[col] = v.to_numpy()
-    out["used_in_statistics"] = df["used"].to_numpy()
-    for col in (*METRIC_COLUMNS, *CO2E_BAND_COLUMNS):
-        out[col] = df[col].to_numpy()
-    return out
-
-
-GROUP_CSV_COLUMNS = (
-    "data_source",
-    "workload",
-    "kind",
-    "variant",
-    "factors",
-    "metric",
-    "unit",
-    "n",
-    "n_excluded",
-    "median",
-    "mean",
-    "std",
-    "cv",
-    "ci_low",
-    "ci_high",
-    "ci_method",
-    "ci_reason",
-    "confidence",
-    "n_resamples",
-    "n_trials",
-    "n_valid",
-    "n_invalid",
-    "n_failed",
-    "n_skipped",
-    "n_unvalidated",
-    "inconclusive",
-    "simulated",
-    "co2e_band_low",
-    "co2e_band_high",
-    "pooled",
-    "pooled_ci_low",
-    "pooled_ci_high",
-    "pooled_ci_method",
-    "pooled_n",
-    "pooled_formula",
-    "not_in_effect",
-)
-"""groups.csv columns. ``median`` ... ``ci_reason``: the median of the per-trial values
-and its BCa CI; ``pooled`` ...: for a ratio metric, sum of the numerator / sum of the
-denominator over the same trials (``n``) with its BCa CI over trials; empty otherwise.
-``not_in_effect``: the group's requested settings that did not run as asked, each as
-"memory=pinned requested, not in effect: <reason>" ('; '-separated), empty when none."""
-
-
-def groups_frame(a: Analysis) -> pd.DataFrame:
-    """groups.csv: one row per (group, metric)."""
-    rows = []
-    for g in a.groups:
-        for m, su in g.summaries.items():
-            d = su.to_dict()
-            d.update(
-                data_source=_source_label(g.simulated and is_simulated_metric(m)),
-                workload=g.workload,
-                kind=g.kind,
-                variant=g.variant,
-                factors=json.dumps(g.factors, sort_keys=True, default=str),
-                unit=info(m).unit,
-                n_trials=g.n_trials,
-                n_valid=g.n_valid,
-                n_invalid=g.n_invalid,
-                n_failed=g.n_failed,
-                n_skipped=g.n_skipped,
-                n_unvalidated=g.n_unvalidated,
-                inconclusive=g.inconclusive,
-                simulated=g.simulated and is_simulated_metric(m),
-                co2e_band_low=g.co2e_band[0] if m == "co2e_kg" and g.co2e_band else None,
-                co2e_band_high=g.co2e_band[1] if m == "co2e_kg" and g.co2e_band else None,
-                not_in_effect="; ".join(g.not_in_effect.values()),
-            )
-            pr = g.pooled.get(m)
-            if pr is not None:
-                d.update(
-                    pooled=pr.pooled,
-                    pooled_ci_low=pr.ci_low,
-                    pooled_ci_high=pr.ci_high,
-                    pooled_ci_method=pr.ci_method,
-                    pooled_n=pr.n,
-                    pooled_formula=RATIOS[m].formula,
-                )
-            rows.append(d)
-    return pd.DataFrame(rows, columns=list(GROUP_CSV_COLUMNS))
-
-
-COMPARISON_CSV_COLUMNS = (
-    "data_source",
-    "workload",
-    "kind",
-    "factor",
-    "treatment_level",
-    "baseline_level",
-    "context",
-    "metric",
-    "treatment",
-    "baseline",
-    "n_treatment",
-    "n_baseline",
-    "n_excluded",
-    "median_treatment",
-    "median_baseline",
-    "pct_change",
-    "pct_ci_low",
-    "pct_ci_high",
-    "ci_method",
-    "ci_reason",
-    "p_mannwhitney",
-    "p_mannwhitney_holm",
-    "p_welch",
-    "p_welch_holm",
-    "cliffs_delta",
-    "hodges_lehmann",
-    "significant",
-    "alpha",
-    "inconclusive",
-    "simulated",
-    "not_compared",
-    "note",
-    "headline",
-)
-"""comparisons.csv columns. ``not_compared``: why the two groups were not compared (a
-requested level of the factor was not in effect on a side), empty when they were; such a
-row has counts and medians but no change, CI or test."""
-
-
-TRADEOFF_CSV_COLUMNS = (
-    "data_source",
-    "workload",
-    "kind",
-    "configuration",
-    "variant",
-    "factors",
-    "baseline",
-    "on_front",
-    "energy_metric",
-    "energy_unit",
-    "energy_n",
-    "energy_median",
-    "energy_ci_low",
-    "energy_ci_high",
-    "time_metric",
-    "time_unit",
-    "time_n",
-    "time_median",
-    "time_ci_low",
-    "time_ci_high",
-    "energy_pct_change",
-    "energy_pct_ci_low",
-    "energy_pct_ci_high",
-    "time_pct_change",
-    "time_pct_ci_low",
-    "time_pct_ci_high",
-    "not_compared",
-)
-"""tradeoff.csv columns: one row per configuration of each energy-time trade-off; the
-changes are against the baseline configuration (percentage change of the medians, BCa
-CI); ``data_source`` SIMULATED when the energy comes from the simulated device;
-``not_compared``: why a configuration has no change against the baseline (a requested
-level was not in effect), else empty."""
-
-
-def tradeoff_frame(a: Analysis) -> pd.DataFrame:
-    """tradeoff.csv: every configuration of every trade-off (see TRADEOFF_CSV_COLUMNS)."""
-    rows = []
-    for t in a.tradeoffs:
-        for c in t.configs:
-            de, dt = c.d_energy, c.d_time
-            rows.append(
-                dict(
-                    data_source=_source_label(t.simulated),
-                    workload=t.workload,
-                    kind=t.kind,
-                    configuration=c.label,
-                    variant=c.group.variant,
-                    factors=json.dumps(c.group.factors, sort_keys=True, default=str),
-                    baseline=c.is_baseline,
-                    on_front=c.on_front,
-                    energy_metric=t.energy_metric,
-                    energy_unit=info(t.energy_metric).unit,
-                    energy_n=c.energy.n,
-                    energy_median=c.energy.median,
-                    energy_ci_low=c.energy.ci_low,
-                    energy_ci_high=c.energy.ci_high,
-                    time_metric=t.time_metric,
-                    time_unit=info(t.time_metric).unit,
-                    time_n=c.time.n,
-                    time_median=c.time.median,
-                    time_ci_low=c.time.ci_low,
-                    time_ci_high=c.time.ci_high,
-                    energy_pct_change=de.pct_change if de else None,
-                    energy_pct_ci_low=de.pct_ci_low if de else None,
-                    energy_pct_ci_high=de.pct_ci_high if de else None,
-                    time_pct_change=dt.pct_change if dt else None,
-                    time_pct_ci_low=dt.pct_ci_low if dt else None,
-                    time_pct_ci_high=dt.pct_ci_high if dt else None,
-                    not_compared=c.not_compared,
-                )
-            )
-    return pd.DataFrame(rows, columns=list(TRADEOFF_CSV_COLUMNS))
-
-
-def comparisons_frame(a: Analysis) -> pd.DataFrame:
-    """comparisons.csv: one row per comparison and metric (pct_change: of the medians)."""
-    rows = []
-    for r in a.comparisons:
-        d = r.result.to_dict()
-        d.update(
-            data_source=_source_label(r.simulated),
-            workload=r.workload,
-            kind=r.kind,
-            treatment_level=r.treatment_level,
-            baseline_level=r.baseline_level,
-            context=r.context,
-            inconclusive=r.inconclusive,
-            simulated=r.simulated,
-            not_compared=r.not_compared,
-            headline=r.headline,
-        )
-        rows.append(d)
-    return pd.DataFrame(rows, columns=list(COMPARISON_CSV_COLUMNS))
-
-
-# --------------------------------------------------------------------------- entry point
-
-
-def _clean_json(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def write_report(
-    data: ReportData, out_dir: Path, *, settings: ReportSettings | None = None, paper: bool = False
-) -> ReportPaths:
-    """Analyze ``data`` and write the report files into ``out_dir`` (created).
-
-    Args:
-        data: the run's trials, samples and windows (see :class:`ReportData`).
-        out_dir: the report folder, conventionally ``reports/<plan>/<run id>/``
-            (:func:`gcbench.report.web.report_dir`).
-        settings: overrides of the plan-derived settings (tests use fewer resamples).
-        paper: also write the study's headline tables, ``paper.md`` and ``paper.tex``
-            (:mod:`gcbench.report.paper`).
-
-    Returns:
-        The paths written (:class:`ReportPaths`).
-    """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    a = analyze(data, settings)
-    plots = make_plots(a)
-    ctx = _context(a, plots)
-    env = _env()
-    html = out_dir / "report.html"
-    html.write_text(env.get_template("report.html.j2").render(**ctx), encoding="utf-8")
-    md = out_dir / "report.md"
-    md.write_text(env.get_template("report.md.j2").render(**ctx), encoding="utf-8")
-    pngs = []
-    for p in plots:
-        path = out_dir / f"{p.name}.png"
-        path.write_bytes(p.png)
-        pngs.append(path)
-    csv = {
-        "trials": out_dir / "trials.csv",
-        "groups": out_dir / "groups.csv",
-        "comparisons": out_dir / "comparisons.csv",
-        "tradeoff": out_dir / "tradeoff.csv",
-    }
-    trials_frame(a).to_csv(csv["trials"], index=False)
-    groups_frame(a).to_csv(csv["groups"], index=False)
-    comparisons_frame(a).to_csv(csv["comparisons"], index=False)
-    tradeoff_frame(a).to_csv(csv["tradeoff"], index=False)
-    summary = dict(
-        plan_name=data.plan_name,
-        run_id=data.run_id,
-        logical_date=data.logical_date,
-        title=ctx["title"],
-        generated_at=ctx["generated_at"],
-        simulated=a.simulated,
-        counts=a.measurement.counts,
-        headlines=a.headlines,
-        notes=ctx["run_notes"],
-        co2e_total={k: _clean_json(v) for k, v in a.co2e_total.items()},
-        files=dict(
-            html=html.name, markdown=md.name, csv={k: v.name for k, v in csv.items()}, png=[p.name for p in pngs]
-        ),
-    )
-    paper_md = paper_tex = None
-    if paper:
-        from gcbench.report.paper import write_paper
-
-        paper_md, paper_tex = write_paper(a, out_dir)
-        summary["files"]["paper"] = [paper_md.name, paper_tex.name]
-    summary_json = out_dir / "report.json"
-    summary_json.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    return ReportPaths(
-        out_dir=out_dir,
-        html=html,
-        markdown=md,
-        csv_dir=out_dir,
-        csv=csv,
-        pngs=pngs,
-        summary_json=summary_json,
-        paper_md=paper_md,
-        paper_tex=paper_tex,
     )

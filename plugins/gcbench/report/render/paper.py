@@ -19,7 +19,7 @@ The references (pure PyTorch, pageable, uncapped FP32 on the fewest GPUs, or the
 Every number is ``median [95 % CI]`` over valid trials (the BCa bootstrap CI of the
 median, or of the percentage change of the medians; a ratio of medians is
 ``1 + change / 100`` with the CI mapped the same way); a group with fewer than
-``stats.MIN_N_CI`` valid trials lists its trials' values and has no CI, and a change
+``stats.MIN_N_SUMMARY`` valid trials lists its trials' values and has no CI, and a change
 involving it is no result: its cell says why (``n too small (2 vs 2)``), as does that of
 an inconclusive comparison or of one whose requested level was not in effect (``not
 compared: ...``). The note under each table says what its cells hold. Figures derived
@@ -35,16 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcbench import kinds, stats
-from gcbench.report.analysis import Analysis, Group, not_compared_reason
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
-from gcbench.report.tables import (
-    DASH,
-    column_unit,
-    fmt_pct,
-    fmt_pct_ci,
-    pooled_cell,
-    summary_cell,
-)
+from gcbench.report.render.tables import DASH, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
 
 PURE_PYTORCH = "torch"
 """The ``path`` level of pure PyTorch (tokenization inside the process): the regime
@@ -95,7 +89,8 @@ def no_result(
 
     ``not compared: memory=pinned not in effect`` when a requested level of ``factors``
     was not in effect on a side; ``inconclusive (...)`` when a side is inconclusive;
-    ``n too small (2 vs 2)`` when a side has fewer than ``stats.MIN_N_CI`` values (no CI);
+    ``n too small (5 vs 5)`` when a side has fewer values than the change's interval needs
+    (``stats.MIN_N_INTERVAL``; no CI);
     ``no CI (...)`` when the CI is missing for another reason; an en dash when there is no
     change at all.
     """
@@ -108,7 +103,7 @@ def no_result(
     if sides:
         return "inconclusive (" + "; ".join(g.inconclusive_reason or g.variant for g in sides) + ")"
     if d.pct_ci_low is None:
-        if min(d.n_treatment, d.n_baseline) < stats.MIN_N_CI:
+        if min(d.n_treatment, d.n_baseline) < stats.MIN_N_INTERVAL["pct_change_of_medians"]:
             return f"n too small ({d.n_treatment} vs {d.n_baseline})"
         return f"no CI ({d.ci_reason})" if d.ci_reason else "no CI"
     return None
@@ -145,12 +140,12 @@ def cells_note(conf: int, cells: list[str], what: str = "median") -> str:
     has_trials = any(c.startswith("trials:") for c in cells)
     trials = (
         f'"trials: a, b": each valid trial\'s value, where a group has fewer than '
-        f"{stats.MIN_N_CI} valid trials (no {what}, no CI)"
+        f"{stats.MIN_N_SUMMARY} valid trials (no {what}, no CI)"
     )
     if has_ci and has_trials:
         return f"Cells: {what} [{conf} % CI] over valid trials, or {trials}."
     if has_trials:
-        return f"Cells: {trials}; no group here has the {stats.MIN_N_CI} valid trials a {what} with a CI needs."
+        return f"Cells: {trials}; no group here has the {stats.MIN_N_SUMMARY} valid trials a {what} needs."
     return f"Cells: {what} [{conf} % CI] over valid trials."
 
 
@@ -195,12 +190,12 @@ def _no_ci_note(groups: list[Group], metric: str) -> list[str]:
     small = [
         f"{g.variant} ({g.summaries[metric].n})"
         for g in groups
-        if metric in g.summaries and 0 < g.summaries[metric].n < stats.MIN_N_CI
+        if metric in g.summaries and 0 < g.summaries[metric].n < stats.MIN_N_SUMMARY
     ]
     if not small:
         return []
     return [
-        f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid trials "
+        f"No median and no CI for groups with fewer than {stats.MIN_N_SUMMARY} valid trials "
         f"(their trials' values are listed, and changes involving them have no CI): "
         f"{', '.join(small)}."
     ]
@@ -310,9 +305,10 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
     notes = [
         f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
         f"energy of the measured window / tokens; the median of the per-trial values over the "
-        f"valid trials with its BCa bootstrap CI ({a.settings.n_resamples:,} resamples); pooled "
-        f"= {RATIOS['j_per_token'].formula} over the same trials, CI from resampling trials "
-        f"(none below {stats.MIN_N_CI} trials). "
+        f"valid trials with its distribution-free order-statistic CI (none below "
+        f"{stats.MIN_N_INTERVAL['median']} trials); pooled = {RATIOS['j_per_token'].formula} over the same "
+        f"trials, with the ratio estimator's t CI (Cochran 1977; none below "
+        f"{stats.MIN_N_INTERVAL['pooled_ratio']} trials). "
         + _delta_note(
             changes,
             f"the median J/token against {ref_text} ({vs}) in the same regime",
@@ -366,7 +362,8 @@ def _delta_note(changes: list[str], against: str, sign: str, ratio: bool = False
     if whys:
         head += (
             " Where a cell says why instead (" + "; ".join(whys) + "), the change is no result: "
-            f"a side has fewer than {stats.MIN_N_CI} valid trials (no CI), is inconclusive, or "
+            f"a side has fewer than {stats.MIN_N_INTERVAL['pct_change_of_medians']} valid trials (no CI), "
+            "is inconclusive, or "
             "ran with a requested level not in effect."
         )
     return head

@@ -2,8 +2,8 @@
 runs and their reports, and a "GC-Bench report" tab on every DAG run.
 
 Registered through the ``airflow.plugins`` entry point in pyproject.toml
-(``gcbench = "gcbench.report.airflow_plugin:GCBenchPlugin"``). Airflow 3.1+ mounts
-:data:`gcbench.report.web.app` (FastAPI) at ``/gcbench`` in its API server and shows
+(``gcbench = "gcbench.web.airflow_plugin:GCBenchPlugin"``). Airflow 3.1+ mounts
+:data:`gcbench.web.app.app` (FastAPI) at ``/gcbench`` in its API server and shows
 the two external views as iframes:
 
 * ``destination: nav`` -> ``gcbench/`` (the index of all reports);
@@ -14,7 +14,7 @@ the two external views as iframes:
 The app serves files only from the reports folder (``GCBENCH_REPORTS_DIR``).
 
 Access: Airflow 3 does not authenticate plugin FastAPI apps, so the app does it on every
-route with Airflow's own auth (:func:`gcbench.report.web.airflow_access`): the JWT the UI
+route with Airflow's own auth (:func:`gcbench.web.app.airflow_access`): the JWT the UI
 holds (cookie ``_token``) or an API client sends (``Authorization: Bearer``), checked by
 the configured auth manager; no token is 401, and a user sees only the plans whose DAG
 runs the auth manager lets them read.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from gcbench.report.web import app as _app
+from gcbench.web.app import app as _app
 
 URL_PREFIX = "/gcbench"
 

@@ -1,13 +1,13 @@
 """The report's tables as plain rows of text cells (no HTML, no Markdown): each workload's
 groups table, the comparisons table and the energy-time trade-off tables. The writer's
-templates and the paper tables (:mod:`gcbench.report.paper`) render them.
+templates and the paper tables (:mod:`gcbench.report.render.paper`) render them.
 
 Rules for every number shown:
 
 * units scaled for reading, one unit per column, written in the column head
   (:mod:`gcbench.report.scale`);
-* a group with at least ``stats.MIN_N_CI`` valid trials shows ``median [low, high]``
-  (the BCa bootstrap CI of the median); a group with fewer shows each trial's value
+* a group with at least ``stats.MIN_N_SUMMARY`` valid trials shows ``median [low, high]``
+  (the order-statistic interval of the median, where n allows one); a group with fewer shows each trial's value
   (``trials: a, b``), never a median, and the reason for the missing CI is stated once
   per table, not in every cell;
 * a ratio (J/token, tokens/s, J/GB, GB/s) also shows the pooled estimator
@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report.analysis import Analysis, Group, fmt_num
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group
+from gcbench.report.fmt import fmt_num
 from gcbench.report.metrics import RATIOS, info, is_simulated_metric, table_metrics
 from gcbench.report.scale import Unit, choose_unit
 
@@ -78,18 +80,18 @@ class Cell:
 def summary_cell(
     s: stats.GroupSummary | None, values: np.ndarray | None, unit: Unit, band: tuple[float, float] | None = None
 ) -> Cell:
-    """A group's cell of one metric: the median and its CI from ``stats.MIN_N_CI``
-    trials on, else the trials' values (en dash when none is known)."""
+    """A group's cell of one metric: the median and its CI (where its n allows one) from
+    ``stats.MIN_N_SUMMARY`` trials on, else the trials' values (en dash when none is known)."""
     if s is None or s.n == 0:
         return Cell(DASH)
-    if s.n < stats.MIN_N_CI:
+    if s.n < stats.MIN_N_SUMMARY:
         v = values[np.isfinite(values)] if values is not None else np.array([])
         return Cell("trials: " + ", ".join(fmt_in(float(x), unit) for x in v), trials=True)
     return Cell(fmt_in(s.median, unit), fmt_ci(s.ci_low, s.ci_high, unit), fmt_ci(*band, unit) if band else "")
 
 
 def pooled_cell(p: stats.RatioSummary | None, unit: Unit) -> Cell:
-    """A group's pooled ratio and its CI (the value alone below ``stats.MIN_N_CI``)."""
+    """A group's pooled ratio and its CI (the value alone below ``stats.MIN_N_INTERVAL``)."""
     if p is None or p.pooled is None:
         return Cell(DASH)
     return Cell(fmt_in(p.pooled, unit), fmt_ci(p.ci_low, p.ci_high, unit))
@@ -195,7 +197,7 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
             cols.append(Column(m, head, f"pooled {RATIOS[m].formula} [{conf} % CI]", unit, sim, pooled=True))
     rows = []
     small: dict[str, int] = {}
-    methods: dict[str, list[str]] = {}
+    no_ci: dict[str, dict[str, int]] = {}
     for g in groups:
         cells = []
         for c in cols:
@@ -205,10 +207,10 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
             s = g.summaries.get(c.metric)
             band = g.co2e_band if c.metric == "co2e_kg" else None
             cells.append(summary_cell(s, g.values.get(c.metric), c.unit, band))
-            if s is not None and 0 < s.n < stats.MIN_N_CI:
+            if s is not None and 0 < s.n < stats.MIN_N_SUMMARY:
                 small[g.variant] = max(small.get(g.variant, 0), s.n)
-            if s is not None and s.n >= stats.MIN_N_CI and s.ci_method not in (None, "BCa"):
-                methods.setdefault(s.ci_reason or s.ci_method, []).append(f"{g.variant} {info(c.metric).label}")
+            elif s is not None and s.n and s.ci_low is None and s.ci_reason:
+                no_ci.setdefault(s.ci_reason, {})[g.variant] = s.n
         rows.append(
             dict(
                 variant=g.variant,
@@ -251,13 +253,13 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
         names = ", ".join(f"{v} ({n} valid)" for v, n in small.items())
         notes.insert(
             0,
-            f"No median and no CI for groups with fewer than {stats.MIN_N_CI} valid "
-            f'trials: {names}. Their cells list each trial\'s value ("trials: ..."); '
-            f"a bootstrap CI needs at least {stats.MIN_N_CI} trials"
+            f"No median and no CI for groups with fewer than {stats.MIN_N_SUMMARY} valid "
+            f'trials: {names}. Their cells list each trial\'s value ("trials: ...")'
             + (" (pooled values of these groups are shown without a CI)." if any(c.pooled for c in cols) else "."),
         )
-    for why, where in methods.items():
-        notes.append(f"CI note ({why}): {'; '.join(where)}.")
+    for why, where in no_ci.items():
+        names = ", ".join(f"{v} ({n} valid)" for v, n in where.items())
+        notes.append(f"No CI ({why}): {names}; minimum n per interval: {stats.min_n_text()} (docs/statistics.md).")
     for c in cols:
         if not c.pooled and all(g.summaries.get(c.metric) is None or g.summaries[c.metric].n == 0 for g in groups):
             notes.append(
@@ -349,5 +351,6 @@ def tradeoff_rows(a: Analysis, t) -> Table:
             "Not compared with the baseline: " + "; ".join(f"{c.label} ({c.not_compared})" for c in skipped) + "."
         )
     if any(c.d_energy is not None and c.d_energy.pct_ci_low is None for c in shown):
-        notes.append(f"A change without a CI: a group has fewer than {stats.MIN_N_CI} valid trials.")
+        need = stats.MIN_N_INTERVAL["pct_change_of_medians"]
+        notes.append(f"A change without a CI: a group has fewer than the {need} valid trials its interval needs.")
     return Table(cols, rows, notes)

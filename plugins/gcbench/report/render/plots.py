@@ -11,7 +11,8 @@ How they draw, so that a reader sees the data and not only a summary:
 
 * every valid trial is a dot; over it the group's median and its bootstrap CI (and, for
   a ratio, the pooled estimate with its CI). A group with fewer than
-  ``stats.MIN_N_CI`` valid trials shows only its trials' dots: no median, no CI. No bars.
+  ``stats.MIN_N_SUMMARY`` valid trials shows only its trials' dots: no median, no CI; a CI is
+  drawn only where the group's n allows one (``stats.MIN_N_INTERVAL``). No bars.
 * legends sit outside the axes, so they never cover data; shaded windows lie under the
   traces (lower z-order, light fill), so they never hide one.
 * captions are written from what was drawn (:class:`Drawn`): an element is described
@@ -22,6 +23,7 @@ How they draw, so that a reader sees the data and not only a summary:
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from dataclasses import dataclass, field
@@ -30,8 +32,10 @@ import numpy as np
 import pandas as pd
 
 from gcbench import stats
-from gcbench.report import analysis as _analysis
-from gcbench.report.analysis import Analysis, Group
+from gcbench.report.analysis import measurement as _analysis
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group
+from gcbench.report.analysis.tradeoff import Tradeoff
 from gcbench.report.metrics import (
     ENERGY_METRIC_ORDER,
     EXTRA_METRICS,
@@ -40,9 +44,8 @@ from gcbench.report.metrics import (
     is_simulated_metric,
     kind_metrics,
 )
+from gcbench.report.render.tables import identical_columns
 from gcbench.report.scale import Unit, choose_unit
-from gcbench.report.tables import identical_columns
-from gcbench.report.tradeoff import Tradeoff, pareto_front  # noqa: F401 - pareto_front re-exported
 
 DPI = 90
 SIM_TEXT = "SIMULATED DATA - not a measurement"
@@ -106,6 +109,22 @@ class Drawn:
 
     def caption(self, *lead: str) -> str:
         return " ".join([*(s for s in lead if s), *(s for s in self.sentences.values() if s)])
+
+
+def literal_text(fn):
+    """Run a plotting function with matplotlib's mathtext off (``text.parse_math``): every
+    title, tick label and legend entry, plan text included, is drawn as typed. A ``$`` in a
+    factor value (``$x^$``) raised ParseSyntaxException and lost the whole report;
+    ``cost $5 or $6`` was drawn as math (matplotlib/matplotlib#4938, case C21)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _figure(w: float, h: float):
@@ -216,6 +235,7 @@ TRACE_COLORS = {"instant": "#1b2631", "average": "#e67e22"}
 WINDOW_COLORS = {"main": "#5dade2", "other": "#bdc3c7"}
 
 
+@literal_text
 def plot_power(a: Analysis) -> Plot | None:
     """Power over time of one trial, its windows shaded under the traces."""
     row = representative_trial(a)
@@ -340,7 +360,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
                 "inconclusive (reason in the table)",
             )
         s = g.summaries.get(metric)
-        if s is not None and s.median is not None and s.n >= stats.MIN_N_CI:
+        if s is not None and s.median is not None and s.n >= stats.MIN_N_SUMMARY:
             if s.ci_low is not None and s.ci_high is not None:
                 ax.errorbar(
                     [i + 0.12],
@@ -357,8 +377,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
                 )
                 drawn.add(
                     "median-ci",
-                    f"Black bar with whiskers: the median and its {conf} % "
-                    f"BCa bootstrap CI ({a.settings.n_resamples:,} resamples).",
+                    f"Black bar with whiskers: the median and its {conf} % distribution-free CI (order statistics).",
                     Line2D([], [], marker="_", ms=12, mew=2, color=SUMMARY_COLOR),
                     f"median, {conf} % CI",
                 )
@@ -373,7 +392,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
         elif v.size:
             no_ci.append(f"{lab} ({v.size})")
         p = g.pooled.get(metric)
-        if p is not None and p.pooled is not None and p.n >= stats.MIN_N_CI:
+        if p is not None and p.pooled is not None and p.n >= stats.MIN_N_SUMMARY:
             yerr = None
             if p.ci_low is not None and p.ci_high is not None:
                 yerr = [[max(0.0, (p.pooled - p.ci_low) / f)], [max(0.0, (p.ci_high - p.pooled) / f)]]
@@ -408,7 +427,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
             )
     if no_ci:
         text = (
-            f"No median or CI where a group has fewer than {stats.MIN_N_CI} valid trials "
+            f"No median or CI where a group has fewer than {stats.MIN_N_SUMMARY} valid trials "
             f"(only its trials are drawn): {'; '.join(no_ci)}."
         )
         drawn.add(text, text)  # keyed by its text: panels with the same groups say it once
@@ -421,6 +440,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
     return unit
 
 
+@literal_text
 def plot_groups(
     a: Analysis, workload: str, groups: list[Group], metrics: list[str], name: str, kind: str, title: str
 ) -> Plot | None:
@@ -463,6 +483,7 @@ def plot_groups(
 # --------------------------------------------------------------------------- trade-off
 
 
+@literal_text
 def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
     """Energy against time of every configuration: every trial as a dot, each group's
     medians with their CIs as a cross, the baseline as a star, the Pareto front as a
@@ -501,7 +522,7 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         if c.energy.median is None or c.time.median is None:
             continue
         mx, my = c.time.median / ux.factor, c.energy.median / uy.factor
-        if c.energy.n >= stats.MIN_N_CI and c.time.n >= stats.MIN_N_CI:
+        if c.energy.n >= stats.MIN_N_SUMMARY and c.time.n >= stats.MIN_N_SUMMARY:
             xerr = yerr = None
             if c.time.ci_low is not None and c.time.ci_high is not None:
                 xerr = [[max(0.0, mx - c.time.ci_low / ux.factor)], [max(0.0, c.time.ci_high / ux.factor - mx)]]
@@ -524,7 +545,7 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
             drawn.add(
                 "medians",
                 f"Large markers with whiskers: each configuration's medians "
-                f"of {tm.label} and {em.label} with their {conf} % BCa bootstrap CIs.",
+                f"of {tm.label} and {em.label} with their {conf} % CIs (order statistics).",
             )
         else:
             ax.plot(
@@ -543,7 +564,7 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
         drawn.add(
             "no-ci",
             f"Hollow markers: the mean of the trials of configurations with "
-            f"fewer than {stats.MIN_N_CI} valid trials, no CI ({'; '.join(no_ci)}).",
+            f"fewer than {stats.MIN_N_SUMMARY} valid trials, no CI ({'; '.join(no_ci)}).",
         )
     front = t.front
     # front configurations have both medians (pareto_front keeps finite points only)
@@ -600,6 +621,7 @@ def plot_tradeoff(a: Analysis, t: Tradeoff) -> Plot | None:
 # --------------------------------------------------------------------------- report-wide
 
 
+@literal_text
 def plot_co2e(a: Analysis) -> Plot | None:
     """CO2e per group at the plan's intensity: every trial as a dot, the median and its
     CI, and the median's sensitivity band at the band's intensities."""
@@ -622,7 +644,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     everything = []
     for p_, g, v in zip(pos, gs, trial_vals, strict=True):
         su = g.summaries["co2e_kg"]
-        if g.co2e_band and su.n >= stats.MIN_N_CI:
+        if g.co2e_band and su.n >= stats.MIN_N_SUMMARY:
             h = ax.hlines(
                 [p_], g.co2e_band[0] / f, g.co2e_band[1] / f, color="#27ae60", lw=6, alpha=0.3, zorder=Z_SHADE + 1
             )
@@ -650,7 +672,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
             Line2D([], [], marker="o", ls="", color=TRIAL_COLOR),
             "valid trial",
         )
-        if su.n >= stats.MIN_N_CI and su.median is not None:
+        if su.n >= stats.MIN_N_SUMMARY and su.median is not None:
             xerr = None
             if su.ci_low is not None and su.ci_high is not None:
                 xerr = [[max(0.0, (su.median - su.ci_low) / f)], [max(0.0, (su.ci_high - su.median) / f)]]
@@ -668,7 +690,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
             )
             drawn.add(
                 "median",
-                f"Black tick above the dots: the median with its {conf} % BCa bootstrap CI.",
+                f"Black tick above the dots: the median with its {conf} % CI (order statistics).",
                 Line2D([], [], marker="|", ms=10, mew=2, ls="", color=SUMMARY_COLOR),
                 f"median, {conf} % CI",
             )
@@ -685,7 +707,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
         drawn.add(
             "no-ci",
             f"Only the trials (no median, CI or band) for groups with fewer "
-            f"than {stats.MIN_N_CI} valid trials: {'; '.join(no_ci)}.",
+            f"than {stats.MIN_N_SUMMARY} valid trials: {'; '.join(no_ci)}.",
         )
     _mark_not_in_effect(drawn, gs)
     if _log_if_wide(ax, np.asarray(everything, dtype=float), "x"):
@@ -693,7 +715,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
     _outside_legend(fig, drawn, "lower center", ncol=3)
     ax.set_yticks(pos, [f"{g.workload}: {lab}" for g, lab in zip(gs, _labels_by_workload(gs), strict=True)], fontsize=7)
     ax.set_xlabel(f"CO2e per trial ({unit.label}) at {s.intensity_kg_per_kwh:g} kgCO2e/kWh")
-    # the title says a band only where one is drawn (groups of fewer than MIN_N_CI trials have none)
+    # the title says a band only where one is drawn (groups of fewer than MIN_N_SUMMARY trials have none)
     banded = "band" in drawn
     ax.set_title(_title("CO2e per group" + (" with sensitivity band" if banded else ""), sim), fontsize=10)
     ax.grid(axis="x", alpha=0.3, zorder=Z_SHADE)
@@ -716,6 +738,7 @@ def _labels_by_workload(gs: list[Group]) -> list[str]:
     return [out[i] for i in range(len(gs))]
 
 
+@literal_text
 def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
     """Nightly trend: each metric's value per run over the last ``max_runs`` runs."""
     h = a.data.history
@@ -750,6 +773,7 @@ def plot_trend(a: Analysis, max_runs: int = 30) -> Plot | None:
     return Plot("trend", "trend", "Nightly trend", caption, _png(fig, sim), sim, fig)
 
 
+@literal_text
 def make_plots(a: Analysis) -> list[Plot]:
     """Every figure of the report, in report order (absent figures are skipped)."""
     plots = [plot_power(a)]

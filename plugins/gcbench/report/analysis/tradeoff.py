@@ -7,7 +7,7 @@ GC-Bench gives
 
 * every configuration's energy and time (median over valid trials, BCa CI) and the
   Pareto front of the medians (no other configuration has both less energy and less
-  time; :func:`gcbench.report.plots.pareto_front`);
+  time; :func:`gcbench.report.render.plots.pareto_front`);
 * each front configuration's change of energy and of time against the baseline
   configuration (every factor at its baseline level: the plan's ``report.baseline``,
   else the highest power cap, FP32, the fewest GPUs; see
@@ -37,15 +37,9 @@ from typing import Any
 import numpy as np
 
 from gcbench import kinds, stats
-from gcbench.report.analysis import (
-    Analysis,
-    Group,
-    _level_key,
-    baseline_level,
-    is_precision,
-    not_compared_reason,
-    summarise_metric,
-)
+from gcbench.report.analysis.baseline import baseline_level, is_precision
+from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.groups import Group, _level_key, not_compared_reason, summarise_metric
 from gcbench.report.metrics import info, is_simulated_metric
 
 DEFAULT_ENERGY_TIME: tuple[tuple[str, ...], str] = (("total_energy_j", "gpu_energy_j"), "duration_s")
@@ -370,7 +364,7 @@ def build_tradeoffs(a: Analysis) -> list[Tradeoff]:
                     if e.contexts:
                         e.reason = (
                             f"no configuration has a CI for both changes (at least "
-                            f"{stats.MIN_N_CI} valid trials per group needed)"
+                            f"{stats.MIN_N_INTERVAL['pct_change_of_medians']} valid trials per group needed)"
                         )
                     elif e.not_compared:
                         e.reason = "not compared: " + "; ".join(dict.fromkeys(w for _, w in e.not_compared))

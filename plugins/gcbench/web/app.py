@@ -1,7 +1,7 @@
 """The GC-Bench web app: lists plans, runs and their reports, and serves report files.
 
-Mounted inside Airflow's API server by :mod:`gcbench.report.airflow_plugin` under
-``/gcbench``; usable on its own too (``uvicorn gcbench.report.web:app``). Reports lie
+Mounted inside Airflow's API server by :mod:`gcbench.web.airflow_plugin` under
+``/gcbench``; usable on its own too (``uvicorn gcbench.web.app:app``). Reports lie
 under the reports folder (``GCBENCH_REPORTS_DIR``, default ``<repo>/reports``) as
 ``<plan>/<run key>/report.html``, where the run key is :func:`gcbench.config.run_key`
 of the Airflow run id (``manual__2025-01-01T00:00:00+00:00`` ->
@@ -60,7 +60,7 @@ _REPO = Path(__file__).resolve().parents[3]
 
 
 def _default_dir(name: str) -> Path:
-    # Source checkout (plugins/gcbench/report/web.py): <repo>/<name>; installed: ./<name>.
+    # Source checkout (plugins/gcbench/web/app.py): <repo>/<name>; installed: ./<name>.
     if (_REPO / "pyproject.toml").is_file():
         return _REPO / name
     return Path.cwd() / name
