@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -277,6 +278,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     """Run one trial and write its result.json; returns the exit status."""
     from gcbench import workloads
     from gcbench.energy.meter import Meter
+    from gcbench.energy.powercap import TrialPowerCap
     from gcbench.workloads._loop import warmup_log
 
     check_writable(outdir)
@@ -297,8 +299,13 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     counts: dict[str, Any] = {}
     energy: dict[str, Any] = {}
     warmups: list[dict] = []
+    # the GPUs' power limits, checked (a leftover cap reset) before anything is measured;
+    # the plan's power_cap_w, for every kind, applied around the workload and restored
+    power = TrialPowerCap(spec.settings.get("power_cap_w"), spec.devices, outdir, log)
     try:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
+        _arm()
+        power.check()
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
         ctx = Context(spec, outdir, meter, log)
@@ -306,25 +313,30 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"
             + (" (torch imported)" if "torch" in sys.modules else "")
         )
-        with warmup_log() as warmups:
+        with power, warmup_log() as warmups:
             counts = workloads.load(spec.kind).run(spec, ctx) or {}
+        if "power_cap_w" in spec.settings:
+            counts.update(power.metrics())
         for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
             if key in counts:  # what ran, at the top of result.json (not a metric)
                 result[key] = counts.pop(key)
         status = EXIT_OK
         result["status"] = "ok"
     except SkipTrial as exc:
+        _disarm()
         status = EXIT_SKIPPED
         result["status"] = "skipped"
         result["error"] = str(exc)
         result[workloads.SETTINGS_NOT_IN_EFFECT] = dict(getattr(exc, "not_in_effect", None) or {})
         log(f"skipped: {exc}")
     except BaseException as exc:  # noqa: BLE001 - any workload failure is recorded, then re-raised below if fatal
+        _disarm()
         result["error"] = f"{type(exc).__name__}: {exc}"
         log("failed:\n" + traceback.format_exc())
         if isinstance(exc, KeyboardInterrupt):
             result["error"] = "interrupted"
     finally:
+        _disarm()  # a stop signal from here on is recorded, not raised: the files get written
         try:
             energy = {k: v.to_dict() for k, v in meter.stop().items()}
         except Exception as exc:  # noqa: BLE001 - a meter failure must not lose the workload's result
@@ -361,6 +373,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             m = result["metrics"]
             result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
             result["codecarbon"] = ctx.codecarbon.to_dict()
+        result["device_state_before"] = power.device_state()
         result["measurement"] = {"backend": getattr(meter, "backend", None)}
         try:
             result["environment"] = {**environment(), **meter.environment()}
@@ -374,8 +387,55 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     return status
 
 
+class TrialTerminated(BaseException):
+    """The trial process was told to stop (SIGTERM, SIGHUP, SIGINT): raised in the main
+    thread so that every ``with`` unwinds (a power cap restored, the meter stopped) and
+    result.json says so. A BaseException, like KeyboardInterrupt, so no workload's
+    ``except Exception`` swallows it."""
+
+
+def install_stop_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)) -> None:
+    """Turn the stop signals into :class:`TrialTerminated` in this process (main thread).
+
+    What stops a trial sends one of them: the runner's time limit and a stop request
+    (SIGTERM to the trial's process group, :func:`gcbench.factory.local._stop`),
+    ``docker stop`` (SIGTERM to the container's PID 1, which by default ignores it), a
+    closed terminal (SIGHUP), Ctrl-C in a shell that runs the trial by hand (SIGINT).
+    Python's default for SIGTERM ends the process without unwinding; this raises instead.
+    It raises only while the trial is armed (:func:`_arm`: from the device check to the
+    end of the workload); a signal before that is raised at arming, one after it (while
+    the meter stops and result.json is written) is recorded and the trial finishes its
+    files. Only the first signal counts (the runner's SIGKILL after its grace period is
+    the backstop)."""
+
+    def _handler(signum, frame):
+        if _stop["signal"] is not None:
+            return
+        _stop["signal"] = signal.Signals(signum).name
+        if _stop["armed"]:
+            raise TrialTerminated(f"terminated by {_stop['signal']}")
+
+    for sig in signals:
+        signal.signal(sig, _handler)
+
+
+_stop: dict[str, Any] = {"armed": False, "signal": None}
+
+
+def _arm() -> None:
+    """From here on a stop signal raises :class:`TrialTerminated` (at once if one came)."""
+    _stop["armed"] = True
+    if _stop["signal"] is not None:
+        raise TrialTerminated(f"terminated by {_stop['signal']}")
+
+
+def _disarm() -> None:
+    _stop["armed"] = False
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m gcbench.trial SPEC.json OUTDIR``."""
+    install_stop_signals()
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m gcbench.trial SPEC.json OUTDIR", file=sys.stderr)

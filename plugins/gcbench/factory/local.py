@@ -150,6 +150,9 @@ class RunnerOutcome:
         interrupted: why the runner stopped it on request (Ctrl-C of ``gcbench run``),
             or None.
         gpu_wait_s: seconds the trial waited for its GPUs before it started.
+        device_restored: what the runner put back after the trial process was gone
+            (a power cap the killed trial left applied,
+            :func:`gcbench.energy.powercap.restore_leftover`), or None.
     """
 
     trial_id: str
@@ -159,6 +162,7 @@ class RunnerOutcome:
     outdir: str
     interrupted: str | None = None
     gpu_wait_s: float = 0.0
+    device_restored: str | None = None
 
     def save(self) -> None:
         """Write runner.json into the trial's folder (read by ``collect``)."""
@@ -220,6 +224,19 @@ def _stop(proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + KILL_GRACE_S
         while _group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def restore_devices(outdir: Path) -> str | None:
+    """Once the trial process is gone: put back a GPU setting it left in force (a power
+    cap of a trial killed before it could restore it); what was done, or None. Where the
+    runner cannot, the next trial on those GPUs finds and resets it."""
+    from gcbench.energy.powercap import restore_leftover
+
+    done = restore_leftover(Path(outdir))
+    if done:
+        with open(Path(outdir) / "runner.log", "a", encoding="utf-8") as f:
+            f.write(f"gcbench runner: {done}\n")
+    return done
 
 
 def run_local(
@@ -285,6 +302,7 @@ def run_local(
                 str(outdir),
                 interrupted="the runner was stopped",
                 gpu_wait_s=gpu_wait_s,
+                device_restored=restore_devices(outdir),
             ).save()
             raise
     outcome = RunnerOutcome(
@@ -295,6 +313,7 @@ def run_local(
         str(outdir),
         interrupted=interrupted,
         gpu_wait_s=gpu_wait_s,
+        device_restored=restore_devices(outdir),
     )
     outcome.save()
     return outcome
