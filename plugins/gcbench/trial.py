@@ -155,6 +155,61 @@ def _torch_device(spec: TrialSpec) -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def same_device_order() -> str | None:
+    """Make CUDA number GPUs as NVML does (``CUDA_DEVICE_ORDER=PCI_BUS_ID``) in this
+    process, before anything initialises CUDA; returns the order it replaced, if any.
+
+    Both runners set it (C15); a trial started another way (by hand, a third runner)
+    would otherwise compute on the fastest GPU while the meter reads the PCI-ordered one."""
+    before = os.environ.get("CUDA_DEVICE_ORDER")
+    if before == "PCI_BUS_ID":
+        return None
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return before or "unset (FASTEST_FIRST)"
+
+
+def _bare_uuid(uuid: Any) -> str:
+    return str(uuid).strip().lower().removeprefix("gpu-")
+
+
+def device_check(cuda_uuids: list[str] | None, measured_uuids: list[str | None]) -> dict[str, Any]:
+    """Whether the trial computed on the GPUs the meter measured (C15).
+
+    Args:
+        cuda_uuids: UUIDs of the CUDA devices the workload saw (``torch.cuda
+            .get_device_properties(i).uuid``, in CUDA order), or None when CUDA was
+            never initialised in the trial process (nothing ran on a GPU here).
+        measured_uuids: UUIDs of the GPUs the meter read (NVML's ``GPU-...`` form).
+
+    Returns:
+        ``{"cuda_uuids", "measured_uuids", "same": True | False | None, "reason"}``;
+        ``same`` None when there is nothing to compare. A ``False`` makes the trial
+        invalid (:mod:`gcbench.validate`).
+    """
+    out: dict[str, Any] = {"cuda_uuids": cuda_uuids, "measured_uuids": measured_uuids, "same": None, "reason": None}
+    if not cuda_uuids or not measured_uuids or any(u is None for u in measured_uuids):
+        return out
+    used = {_bare_uuid(u) for u in cuda_uuids}
+    measured = {_bare_uuid(u) for u in measured_uuids if u is not None}
+    out["same"] = used <= measured
+    if not out["same"]:
+        out["reason"] = (
+            f"the workload computed on GPU(s) {', '.join(sorted(used - measured))} "
+            f"but the meter measured {', '.join(sorted(measured))}"
+        )
+    return out
+
+
+def _cuda_uuids() -> list[str] | None:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        return [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a CUDA that cannot answer: nothing to compare
+        return None
+
+
 def environment() -> dict[str, Any]:
     """Facts about where the trial ran (host, Python, torch, CUDA)."""
     env: dict[str, Any] = {
@@ -162,6 +217,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
         "in_container": Path("/.dockerenv").exists(),
     }
     torch = sys.modules.get("torch")
@@ -374,6 +430,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
             result["codecarbon"] = ctx.codecarbon.to_dict()
         result["device_state_before"] = power.device_state()
+        result["device_check"] = device_check(_cuda_uuids(), [g.get("uuid") for g in getattr(meter, "gpus", None) or []])
         result["measurement"] = {"backend": getattr(meter, "backend", None)}
         try:
             result["environment"] = {**environment(), **meter.environment()}
@@ -436,6 +493,9 @@ def _disarm() -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m gcbench.trial SPEC.json OUTDIR``."""
     install_stop_signals()
+    replaced_order = same_device_order()
+    if replaced_order:
+        print(f"gcbench.trial: CUDA_DEVICE_ORDER was {replaced_order}; set to PCI_BUS_ID (NVML's order)", flush=True)
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m gcbench.trial SPEC.json OUTDIR", file=sys.stderr)

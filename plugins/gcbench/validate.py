@@ -118,6 +118,9 @@ def check_trial(
         reasons.append(
             "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
         )
+    check = result.get("device_check") or {}
+    if isinstance(check, dict) and check.get("same") is False:
+        reasons.append(f"measured another GPU than the one used: {check.get('reason')}")
     for flag in main.get("flags") or []:
         if flag == "counter_decreased":
             reasons.append("energy counter decreased inside the window")

@@ -1,7 +1,7 @@
 """The local runner: one trial as a subprocess of the same entry point.
 
 ``python -m gcbench.trial SPEC.json OUTDIR`` runs with ``CUDA_VISIBLE_DEVICES`` set to
-the trial's GPUs, in its own process group so that a timeout or a killed Airflow task
+the trial's GPUs (and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, :func:`trial_env`), in its own process group so that a timeout or a killed Airflow task
 takes the whole trial (and its sampler) down with it; on Linux the trial is also
 killed if the runner itself dies (``PR_SET_PDEATHSIG``), so a trial never outlives
 the GPU lease its runner holds (:mod:`gcbench.store.gpulock`). Arguments are an argv
@@ -184,9 +184,16 @@ def trial_argv(spec_path: str, outdir: str, python: str | None = None) -> list[s
 
 
 def trial_env(spec: TrialSpec, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment of the trial process: the runner's, plus the trial's GPUs."""
+    """Environment of the trial process: the runner's, plus the trial's GPUs.
+
+    ``CUDA_VISIBLE_DEVICES`` holds the trial's host indices and ``CUDA_DEVICE_ORDER`` is
+    ``PCI_BUS_ID`` whatever the runner's own environment says, as in the docker runner:
+    CUDA then numbers GPUs in PCI bus order, as NVML and nvidia-smi do, so the GPU a
+    workload computes on is the one the meter measures (by default CUDA numbers them
+    fastest first, and on a host with two GPU models index 1 is another GPU for each)."""
     env = dict(os.environ if base is None else base)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
