@@ -657,7 +657,7 @@ def test_any_value_in_any_field_never_fails_collect_nor_costs_other_values(
     import uuid
 
     from gcbench.energy.base import SAMPLE_COLUMNS
-    from gcbench.store import db, ingest
+    from gcbench.store import db, ingest, runs
 
     plan = noop_plan("random")
     spec = expand(plan)[0]
@@ -695,7 +695,7 @@ def test_any_value_in_any_field_never_fails_collect_nor_costs_other_values(
     data = json.dumps(result, allow_nan=True).encode().replace(b"@@RAW@@", raw)
     (outdir / "result.json").write_bytes(data)
     with db.connection(pg_url) as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, f"manual__{uuid.uuid4().hex}", None)
+        pk = runs.register_run(conn, plan, plan.dag_id, f"manual__{uuid.uuid4().hex}", None)
         out = ingest.collect_trial(conn, pk, spec, outdir)
         assert (out.action, out.status) == ("stored", "ok"), out
         assert ingest.collect_trial(conn, pk, spec, outdir).action == "unchanged"

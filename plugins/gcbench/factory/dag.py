@@ -226,7 +226,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             from gcbench.factory.local import write_spec
             from gcbench.plan.expand import expand
             from gcbench.plan.params import run_params_from_conf
-            from gcbench.store import db, ingest
+            from gcbench.store import db, runs
 
             ctx = get_current_context()
             params = ctx["params"]
@@ -235,11 +235,11 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             run = run_params_from_conf(plan, params)  # the trigger's checks again: one line, whatever got here
             specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
             with db.connection() as conn:
-                pk = ingest.register_run(
+                pk = runs.register_run(
                     conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None, dict(params)
                 )
-                ingest.reset_run_outcome(conn, pk)
-                stored = ingest.stored_trials(
+                runs.reset_run_outcome(conn, pk)
+                stored = runs.stored_trials(
                     conn, plan.name, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None
                 )
             out: list[dict[str, Any]] = []
@@ -268,7 +268,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                     "this run ran and stored no trial."
                 )
                 with db.connection() as conn:
-                    ingest.add_run_note(conn, pk, note)
+                    runs.add_run_note(conn, pk, note)
                 print(note)
             return out
 
@@ -651,7 +651,7 @@ def record_interruption(
     from gcbench.errors import PlanError
     from gcbench.plan.expand import expand
     from gcbench.plan.params import run_params_from_conf
-    from gcbench.store import db, ingest, queries
+    from gcbench.store import db, queries, runs
 
     try:
         run = run_params_from_conf(plan, params)
@@ -666,7 +666,7 @@ def record_interruption(
             cur.execute("SELECT logical_date FROM dag_runs WHERE id = %s", (pk,))
             logical = cur.fetchone()[0]
         conn.commit()
-        stored = ingest.stored_trials(conn, plan.name, plan.dag_id, run_id, logical.isoformat() if logical else None)
+        stored = runs.stored_trials(conn, plan.name, plan.dag_id, run_id, logical.isoformat() if logical else None)
         done = sum(1 for status in stored.values() if status == "ok")
         if total is None:
             note = f"Interrupted by {reason} after {done} trials."
@@ -675,7 +675,7 @@ def record_interruption(
                 f"Interrupted by {reason} after {done} of {total} trials; running it again does the "
                 f"{total - done} missing ones."
             )
-        recorded = ingest.add_run_note(conn, pk, note, interrupted=True)
+        recorded = runs.add_run_note(conn, pk, note, interrupted=True)
     return note, done, total, recorded
 
 
@@ -696,7 +696,7 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
             back, every sample is stored exactly once.
     """
     from gcbench.factory import local
-    from gcbench.store import db, ingest
+    from gcbench.store import db, ingest, runs, trialdir
 
     run_id = ctx["run_id"]
     logical_date = ctx.get("logical_date")
@@ -716,11 +716,11 @@ def collect_run(plan: Plan, ctx: Any, trials: list[dict[str, Any]]) -> dict[str,
         "interrupted": 0,
     }
     with db.connection() as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
+        pk = runs.register_run(conn, plan, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None)
         for item in trials or []:
             outdir = Path(item["outdir"])
-            exit_code = ingest.runner_exit_code(outdir)
-            interrupted = ingest.runner_interrupted(outdir)
+            exit_code = trialdir.runner_exit_code(outdir)
+            interrupted = trialdir.runner_interrupted(outdir)
             started = (
                 exit_code is not None
                 or interrupted is not None
