@@ -344,6 +344,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         "trial_id": spec.trial_id,
         "plan": spec.plan,
         "spec": spec.model_dump(mode="json"),
+        "attempt_id": os.environ.get("GCBENCH_ATTEMPT_ID"),  # the runner's attempt (C14); None by hand
         "started_at": utcnow(),
         "status": "failed",
         "error": None,
@@ -430,7 +431,9 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
             result["codecarbon"] = ctx.codecarbon.to_dict()
         result["device_state_before"] = power.device_state()
-        result["device_check"] = device_check(_cuda_uuids(), [g.get("uuid") for g in getattr(meter, "gpus", None) or []])
+        result["device_check"] = device_check(
+            _cuda_uuids(), [g.get("uuid") for g in getattr(meter, "gpus", None) or []]
+        )
         result["measurement"] = {"backend": getattr(meter, "backend", None)}
         try:
             result["environment"] = {**environment(), **meter.environment()}

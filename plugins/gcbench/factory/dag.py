@@ -311,10 +311,17 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                         started = time.monotonic()
                         interrupted = None
                         code = None
+                        attempt_id = local.begin_attempt(Path(trial["outdir"]))
+                        local.write_spec(spec, Path(trial["outdir"]))
                         try:
                             with local.interruptible(), trial_time_limit(plan.trial_timeout_s + DOCKER_GRACE_S):
                                 code = run_docker(
-                                    spec, plan.image, Path(trial["outdir"]), ctx, timeout_s=plan.trial_timeout_s
+                                    spec,
+                                    plan.image,
+                                    Path(trial["outdir"]),
+                                    ctx,
+                                    timeout_s=plan.trial_timeout_s,
+                                    attempt_id=attempt_id,
                                 )
                         except KeyboardInterrupt:  # gcbench run got Ctrl-C: the container is removed
                             interrupted = local.stop_requested() or "interrupted"
@@ -326,6 +333,8 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
                             trial["outdir"],
                             interrupted=interrupted,
                             gpu_wait_s=lease.wait_s,
+                            device_restored=local.restore_devices(Path(trial["outdir"])),
+                            attempt_id=attempt_id,
                         ).save()
                     else:
                         outcome = run_local(spec, Path(trial["outdir"]), plan.trial_timeout_s, gpu_wait_s=lease.wait_s)

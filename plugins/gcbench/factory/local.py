@@ -150,6 +150,7 @@ class RunnerOutcome:
         interrupted: why the runner stopped it on request (Ctrl-C of ``gcbench run``),
             or None.
         gpu_wait_s: seconds the trial waited for its GPUs before it started.
+        attempt_id: the attempt (:func:`begin_attempt`); its result.json must carry it.
         device_restored: what the runner put back after the trial process was gone
             (a power cap the killed trial left applied,
             :func:`gcbench.energy.powercap.restore_leftover`), or None.
@@ -163,6 +164,7 @@ class RunnerOutcome:
     interrupted: str | None = None
     gpu_wait_s: float = 0.0
     device_restored: str | None = None
+    attempt_id: str | None = None
 
     def save(self) -> None:
         """Write runner.json into the trial's folder (read by ``collect``)."""
@@ -178,12 +180,45 @@ def write_spec(spec: TrialSpec, outdir: Path) -> Path:
     return path
 
 
+def begin_attempt(outdir: Path) -> str:
+    """Start a new attempt of a trial in its folder; returns the attempt id.
+
+    An earlier attempt's files (result.json, samples.csv, logs, runner.json, ...: all
+    but spec.json) are moved to ``attempts/<n>-<its id>/`` and kept, so what this attempt
+    leaves is its own: a killed attempt leaves no result.json, not the previous one's
+    (C14). ``attempt.json`` names the new attempt; the trial process gets the id as
+    ``GCBENCH_ATTEMPT_ID`` and writes it into result.json, and ``collect`` refuses a
+    result.json of another attempt (:func:`gcbench.store.trialdir.load_result`).
+    """
+    import secrets
+    from datetime import UTC, datetime
+
+    from gcbench.store.trialdir import ATTEMPT_FILE, ATTEMPTS_DIR, current_attempt
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    earlier = [p for p in outdir.iterdir() if p.name not in ("spec.json", ATTEMPTS_DIR)]
+    if earlier:
+        keep = outdir / ATTEMPTS_DIR
+        keep.mkdir(exist_ok=True)
+        n = 1 + sum(1 for _ in keep.iterdir())
+        target = keep / f"{n}-{current_attempt(outdir) or 'unrecorded'}"
+        target.mkdir()
+        for path in earlier:
+            os.replace(path, target / path.name)
+    attempt_id = secrets.token_hex(8)
+    (outdir / ATTEMPT_FILE).write_text(
+        json.dumps({"attempt_id": attempt_id, "started_at": datetime.now(UTC).isoformat()}), encoding="utf-8"
+    )
+    return attempt_id
+
+
 def trial_argv(spec_path: str, outdir: str, python: str | None = None) -> list[str]:
     """argv of the trial entry point."""
     return [python or sys.executable, "-m", "gcbench.trial", str(spec_path), str(outdir)]
 
 
-def trial_env(spec: TrialSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+def trial_env(spec: TrialSpec, base: dict[str, str] | None = None, attempt_id: str | None = None) -> dict[str, str]:
     """Environment of the trial process: the runner's, plus the trial's GPUs.
 
     ``CUDA_VISIBLE_DEVICES`` holds the trial's host indices and ``CUDA_DEVICE_ORDER`` is
@@ -195,6 +230,9 @@ def trial_env(spec: TrialSpec, base: dict[str, str] | None = None) -> dict[str, 
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop("GCBENCH_ATTEMPT_ID", None)  # never an attempt id the runner did not start
+    if attempt_id:
+        env["GCBENCH_ATTEMPT_ID"] = attempt_id
     return env
 
 
@@ -270,6 +308,7 @@ def run_local(
         raise TrialInterrupted(f"trial {spec.trial_id} not started: {stop_requested()}")
     outdir = Path(outdir)
     check_writable(outdir)
+    attempt_id = begin_attempt(outdir)
     spec_path = write_spec(spec, outdir)
     started = time.monotonic()
     timed_out = False
@@ -280,7 +319,7 @@ def run_local(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=trial_env(spec),
+            env=trial_env(spec, attempt_id=attempt_id),
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )
@@ -310,6 +349,7 @@ def run_local(
                 interrupted="the runner was stopped",
                 gpu_wait_s=gpu_wait_s,
                 device_restored=restore_devices(outdir),
+                attempt_id=attempt_id,
             ).save()
             raise
     outcome = RunnerOutcome(
@@ -321,6 +361,7 @@ def run_local(
         interrupted=interrupted,
         gpu_wait_s=gpu_wait_s,
         device_restored=restore_devices(outdir),
+        attempt_id=attempt_id,
     )
     outcome.save()
     return outcome

@@ -105,6 +105,12 @@ def metric_unit(name: str) -> str | None:
     return None
 
 
+def status_killed(exit_code: int | None) -> bool:
+    """Whether the runner saw the trial process killed: a signal (negative status of a
+    subprocess) or a container killed by SIGKILL/SIGTERM (128 + 9, 128 + 15)."""
+    return exit_code is not None and (exit_code < 0 or exit_code in (137, 143))
+
+
 def co2e_metrics(metrics: dict[str, Any], carbon: dict[str, Any] | None) -> dict[str, Any]:
     """kgCO2e = kWh x intensity (kgCO2e/kWh), with the low and high ends of the band."""
     kwh = metrics.get("energy_kwh")
@@ -266,6 +272,13 @@ def _store_trial(
             error = "trial process ended without a result"
         partial = True
         metrics: dict[str, Any] = {}
+    elif status_killed(exit_code) and result["status"] != "failed":
+        # this attempt's own result, but the runner saw the process killed afterwards
+        # (at its time limit, by the OOM killer): not a trial that ended on its own
+        status = "failed"
+        error = f"killed (exit status {exit_code}) after writing result.json (status {result['status']})"
+        partial = True
+        metrics = {}
     else:
         status = result["status"]
         error = result.get("error")
@@ -318,7 +331,7 @@ def _store_trial(
             repetition=spec.repetition,
             spec=json.dumps(spec_doc),
             status=status,
-            exit_code=result_code if result_code is not None else exit_code,
+            exit_code=exit_code if status_killed(exit_code) or result_code is None else result_code,
             error=text(error, "error"),
             log_tail=log_tail,
             result=result_json,

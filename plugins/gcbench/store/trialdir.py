@@ -13,6 +13,15 @@ from typing import Any
 from gcbench.spec import TrialSpec
 from gcbench.store.sanitize import IngestNotes, check_result_shape, clean_json, clean_text, decode_utf8, parse_int
 
+ATTEMPT_FILE = "attempt.json"
+"""Written by the runner into the trial folder before each attempt starts:
+``{"attempt_id", "started_at"}``. The trial copies the id (``GCBENCH_ATTEMPT_ID``) into its
+result.json, so a result proves which attempt wrote it."""
+ATTEMPTS_DIR = "attempts"
+"""Where an earlier attempt's files are moved before the next starts (``attempts/<n>-<id>/``)."""
+ATTEMPT_ENV = "GCBENCH_ATTEMPT_ID"
+"""The environment variable that gives the trial process its attempt id."""
+
 LOG_TAIL_BYTES = 4000
 MAX_RESULT_BYTES = 64 << 20
 """Largest result.json read (a real one is a few KiB); a larger one is refused."""
@@ -75,6 +84,12 @@ def load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dict
         return None, f"result.json refused: it belongs to plan {_short(result.get('plan'))}, not {spec.plan!r}"
     if result.get("trial_id") != spec.trial_id:
         return None, f"result.json refused: it belongs to trial {_short(result.get('trial_id'))}, not {spec.trial_id!r}"
+    expected = current_attempt(outdir)
+    if expected is not None and result.get("attempt_id") != expected:
+        return None, (
+            f"result.json refused: written by attempt {_short(result.get('attempt_id'))}, not by the attempt "
+            f"the runner started last ({expected!r}): another attempt's output"
+        )
     missing = [k for k in ("status", "metrics", "energy") if k not in result]
     if missing:
         return None, f"result.json refused: truncated, missing {', '.join(missing)}"
@@ -94,6 +109,18 @@ def load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dict
         return None, "result.json refused: nested too deeply to read"
     check_result_shape(result, in_result)
     return result, None
+
+
+def current_attempt(outdir: Path) -> str | None:
+    """The id of the attempt the runner started last in this folder (attempt.json), or
+    None for a folder without one (written before attempts were recorded, or a trial
+    run by hand): its result.json is then taken as it is."""
+    try:
+        data = json.loads((Path(outdir) / ATTEMPT_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    value = data.get("attempt_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _runner_json(outdir: Path) -> dict:
