@@ -333,6 +333,7 @@ def _json_safe(obj: Any) -> Any:
 def run_trial(spec: TrialSpec, outdir: Path) -> int:
     """Run one trial and write its result.json; returns the exit status."""
     from gcbench import workloads
+    from gcbench.energy import hostshare
     from gcbench.energy.meter import Meter
     from gcbench.energy.powercap import TrialPowerCap
     from gcbench.workloads._loop import warmup_log
@@ -359,6 +360,8 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     # the GPUs' power limits, checked (a leftover cap reset) before anything is measured;
     # the plan's power_cap_w, for every kind, applied around the workload and restored
     power = TrialPowerCap(spec.settings.get("power_cap_w"), spec.devices, outdir, log)
+    # in the host's register for its whole life: a window that other trials shared has no CPU energy of its own (C13)
+    presence = hostshare.HostPresence(spec.trial_id, f"{spec.variant} #{spec.repetition}").register()
     try:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
         _arm()
@@ -403,6 +406,9 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
                 status, result["status"] = EXIT_FAILED, "failed"
                 result["error"] = f"energy measurement failed: {exc}"
         windows = ctx.windows if ctx is not None else {}
+        if energy and meter.origin_monotonic:
+            result["host_share"] = hostshare.apply(energy, windows, meter.origin_monotonic, presence)
+        presence.close()
         if status == EXIT_OK and "main" not in windows:
             status, result["status"] = EXIT_FAILED, "failed"
             result["error"] = f"workload {spec.kind} opened no measured window"

@@ -126,6 +126,11 @@ def check_trial(
             reasons.append("energy counter decreased inside the window")
         elif flag == "foreign_process":
             reasons.append("a foreign process used the GPU during the window")
+        elif flag == "cpu_energy_shared":
+            flags.append(
+                "CPU energy unknown: other trials ran on this host during the window "
+                "(RAPL counts the whole socket; see cpu_reason)"
+            )
         elif flag not in ("window_too_short", "cross_check_disagreement"):
             flags.append(flag)
     for dev in main.get("gpu", []):

@@ -302,7 +302,12 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             try:
                 # the lease is taken before the trial starts: its wait is in neither the
                 # measured window nor the trial's time limit (both start afterwards)
-                with gpulock.hold_gpus(trial["devices"], holder, should_stop=local.stop_requested) as lease:
+                from gcbench.energy.hostshare import measures_host_energy
+
+                host_energy = measures_host_energy(spec.energy)  # RAPL/CodeCarbon: alone on the host (C13)
+                with gpulock.hold_gpus(
+                    trial["devices"], holder, should_stop=local.stop_requested, host_energy=host_energy
+                ) as lease:
                     if runner == "docker":
                         import time
 
