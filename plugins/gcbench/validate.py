@@ -128,7 +128,7 @@ def check_trial(
             reasons.append("a foreign process used the GPU during the window")
         elif flag == "cpu_energy_shared":
             flags.append(
-                "CPU energy unknown: other trials ran on this host during the window "
+                "CPU energy apportioned: other trials ran on this host during the window "
                 "(RAPL counts the whole socket; see cpu_reason)"
             )
         elif flag not in ("window_too_short", "cross_check_disagreement"):

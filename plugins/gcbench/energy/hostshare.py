@@ -14,10 +14,11 @@ whole energy (N-fold with N GPUs). Two defences, both per host:
   host-wide folder (``GCBENCH_HOST_SHARE_DIR``, default ``/tmp/gcbench-host-share``). At
   its end it reads which other trials were alive during each of its windows. Where the
   lease was bypassed (trials started by hand, two runners that do not share a results
-  database) the CPU figures of such a window are not this trial's: ``cpu_energy_j``
-  becomes unknown (None), the socket's reading is kept as ``cpu_energy_socket_j``, and
-  the window is flagged ``cpu_energy_shared`` with the other trials named (:func:`apply`).
-  An unknown is never shown as a wrong number.
+  database) the socket's reading of such a window is not this trial's: it is kept as
+  ``cpu_energy_socket_j``, ``cpu_energy_j`` becomes this trial's share of it (an equal
+  split among the trials alive, :func:`share_of_window`, so concurrent trials add up
+  to what the socket drew), and the window is flagged ``cpu_energy_shared`` with the
+  other trials named (:func:`apply`).
 
 Registration and reading take one ``flock`` on the folder's lock file, so a trial that
 registers before another's window ends is always seen by it. A process killed with
@@ -201,8 +202,9 @@ class HostPresence:
         pid = entry.get("pid")
         return isinstance(pid, int) and _start_ticks(pid) == entry.get("start_ticks")
 
-    def concurrent(self, start_monotonic: float, end_monotonic: float) -> list[str]:
-        """Labels of the other trials alive on this host during [start, end] (monotonic s)."""
+    def concurrent(self, start_monotonic: float, end_monotonic: float) -> list[tuple[str, float, float]]:
+        """The other trials alive on this host during [start, end] (monotonic s): (label,
+        from, to) clipped to the window; one still running (or killed) counts to the end."""
         if self.path is None:
             return []
         try:
@@ -214,7 +216,9 @@ class HostPresence:
                         continue
                     if isinstance(ended, (int, float)) and ended <= start_monotonic:
                         continue
-                    found.append(f"{e.get('label')} ({e.get('trial_id')}, pid {e.get('pid')})")
+                    to = min(float(ended), end_monotonic) if isinstance(ended, (int, float)) else end_monotonic
+                    label = f"{e.get('label')} ({e.get('trial_id')}, pid {e.get('pid')})"
+                    found.append((label, max(float(began), start_monotonic), to))
                 return sorted(found)
         except OSError:
             return []
@@ -232,8 +236,32 @@ class HostPresence:
             pass
 
 
+def share_of_window(start: float, end: float, others: list[tuple[str, float, float]]) -> float:
+    """This trial's share of a host-wide meter over [start, end], in (0, 1]: the time
+    average of 1 / (trials alive), each other trial alive over its (from, to).
+
+    An apportionment under the assumption that the trials alive at an instant draw the
+    socket equally (RAPL cannot tell processes apart); flagged wherever it is used.
+    """
+    if end <= start:
+        return 1.0
+    edges = sorted({start, end, *(max(start, min(end, t)) for _, a, b in others for t in (a, b))})
+    acc = 0.0
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        mid = (lo + hi) / 2
+        n = 1 + sum(1 for _, a, b in others if a <= mid < b)
+        acc += (hi - lo) / n
+    return acc / (end - start)
+
+
 def apply(energy: dict[str, Any], windows: dict[str, Any], origin_monotonic: float, presence: HostPresence) -> dict:
-    """Mark each window's CPU energy that other trials shared (see the module docstring).
+    """Apportion and flag each window's CPU energy that other trials shared (module docstring).
+
+    The socket's reading is kept as ``cpu_energy_socket_j``; ``cpu_energy_j`` (and each
+    RAPL domain's ``energy_j``, its ``method`` then ``rapl-apportioned``) becomes this
+    trial's share (:func:`share_of_window`), so the figures of concurrent trials add up
+    to what the socket drew and none books the whole socket; the window is flagged
+    ``cpu_energy_shared`` and ``cpu_reason`` names the other trials.
 
     Args:
         energy: ``{window key: EnergyResult dict}`` (changed in place).
@@ -242,25 +270,37 @@ def apply(energy: dict[str, Any], windows: dict[str, Any], origin_monotonic: flo
         presence: this trial's register entry.
 
     Returns:
-        ``{"concurrent": {window key: [labels]}, "note"}`` for result.json's ``host_share``.
+        ``{"concurrent": {window key: [labels]}, "share": {window key: share}, "note"}``
+        for result.json's ``host_share``.
     """
     found: dict[str, list[str]] = {}
+    shares: dict[str, float] = {}
     for key, w in (windows or {}).items():
         res = energy.get(key)
         if not isinstance(res, dict) or w.get("start_s") is None or w.get("end_s") is None:
             continue
-        others = presence.concurrent(origin_monotonic + w["start_s"], origin_monotonic + w["end_s"])
+        start, end = origin_monotonic + w["start_s"], origin_monotonic + w["end_s"]
+        others = presence.concurrent(start, end)
         if not others:
             continue
-        found[key] = others
-        if res.get("cpu_energy_j") is not None or res.get("cpu"):
-            res["cpu_energy_socket_j"] = res.get("cpu_energy_j")
-            res["cpu_energy_j"] = None
-            res["cpu_reason"] = (
-                f"shared: {len(others)} other trial(s) ran on this host during the window "
-                f"({'; '.join(others)}); RAPL counts the whole socket, so its energy is not this trial's"
-            )
-            flags = res.setdefault("flags", [])
-            if FLAG not in flags:
-                flags.append(FLAG)
-    return {"concurrent": found, "note": presence.note}
+        found[key] = [label for label, _, _ in others]
+        share = shares[key] = share_of_window(start, end, others)
+        if res.get("cpu_energy_j") is None and not res.get("cpu"):
+            continue  # no CPU figure to apportion
+        res["cpu_energy_socket_j"] = res.get("cpu_energy_j")
+        if res.get("cpu_energy_j") is not None:
+            res["cpu_energy_j"] = res["cpu_energy_j"] * share
+        for dom in res.get("cpu") or []:
+            if isinstance(dom, dict) and dom.get("energy_j") is not None:
+                dom["energy_socket_j"] = dom["energy_j"]
+                dom["energy_j"] = dom["energy_j"] * share
+                dom["method"] = "rapl-apportioned"
+        res["cpu_reason"] = (
+            f"shared: {len(others)} other trial(s) ran on this host during the window "
+            f"({'; '.join(found[key])}); RAPL counts the whole socket: this trial's share "
+            f"{share:.3f} of it (equal split among the trials alive)"
+        )
+        flags = res.setdefault("flags", [])
+        if FLAG not in flags:
+            flags.append(FLAG)
+    return {"concurrent": found, "share": shares, "note": presence.note}
