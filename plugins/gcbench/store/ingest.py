@@ -45,7 +45,7 @@ from gcbench.errors import StoreError, TrialError
 from gcbench.spec import TrialSpec
 from gcbench.store.samples import copy_samples
 from gcbench.store.sanitize import IngestNotes, clean_json, clean_text, pg_time
-from gcbench.store.trialdir import load_result, progress_rows, read_log_tail
+from gcbench.store.trialdir import load_result, progress_rows, read_log_tail, runner_timed_out
 
 
 @dataclass
@@ -283,6 +283,9 @@ def _store_trial(
         status = result["status"]
         error = result.get("error")
         partial = status != "ok"
+        stopped = interrupted or ("the trial's time limit" if runner_timed_out(outdir) else None)
+        if stopped and status == "failed":  # the trial unwound on the runner's SIGTERM and wrote its result
+            error = f"interrupted: {stopped}; the trial was stopped, its samples up to the stop are kept ({error})"
         metrics = dict(result.get("metrics") or {}) if status == "ok" else {}
         metrics.update(co2e_metrics(metrics, carbon))
     energy_main = ((result or {}).get("energy") or {}).get("main") or {}

@@ -168,6 +168,11 @@ def progress_rows(trial_pk: int, result: dict | None) -> list[tuple[int, str, fl
     return rows
 
 
+def runner_timed_out(outdir: Path) -> bool:
+    """Whether the runner stopped the trial at its time limit (runner.json ``timed_out``)."""
+    return _runner_json(outdir).get("timed_out") is True
+
+
 def runner_interrupted(outdir: Path) -> str | None:
     """Why the runner stopped the trial on request (runner.json ``interrupted``,
     e.g. "SIGINT (Ctrl-C)"), or None when it was not stopped."""
