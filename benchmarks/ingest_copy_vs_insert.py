@@ -23,7 +23,7 @@ from _pg import database  # noqa: E402
 
 from gcbench.energy.base import SAMPLE_COLUMNS  # noqa: E402
 from gcbench.plan import plan_from_text  # noqa: E402
-from gcbench.store import db, ingest  # noqa: E402
+from gcbench.store import db, runs, samples  # noqa: E402
 
 PLAN = plan_from_text("name: bench\nworkloads: [{name: n, kind: noop}]\n")
 
@@ -51,7 +51,7 @@ def main() -> None:
         path = Path(tmp) / "samples.csv"
         write_samples(path, args.samples)
         with db.connection(url) as conn:
-            pk = ingest.register_run(conn, PLAN, PLAN.dag_id, "bench", None)
+            pk = runs.register_run(conn, PLAN, PLAN.dag_id, "bench", None)
             with conn.cursor() as cur:
                 cur.execute(
                     "INSERT INTO trials (dag_run_id, trial_id, plan_name, variant, workload, kind, repetition, "
@@ -68,7 +68,7 @@ def main() -> None:
             conn.commit()
             t0 = time.perf_counter()
             with conn.cursor() as cur:
-                copied = ingest.copy_samples(cur, path, copy_pk)
+                copied = samples.copy_samples(cur, path, copy_pk)
                 rows, dropped = copied.rows, sum(copied.dropped.values())
             conn.commit()
             copy_s = time.perf_counter() - t0

@@ -11,6 +11,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def host_share_dir(tmp_path_factory):
+    """The host register of concurrent trials (gcbench.energy.hostshare) per test session:
+    trials of another session on this machine (another checkout's tests) are not this
+    session's neighbours. A test that wants its own sets GCBENCH_HOST_SHARE_DIR itself."""
+    folder = tmp_path_factory.mktemp("host-share")
+    before = os.environ.get("GCBENCH_HOST_SHARE_DIR")
+    os.environ["GCBENCH_HOST_SHARE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("GCBENCH_HOST_SHARE_DIR", None)
+    else:
+        os.environ["GCBENCH_HOST_SHARE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def pg_server_url(tmp_path_factory):
     """URL of a real PostgreSQL server: GCBENCH_TEST_DATABASE_URL, or the embedded one.

@@ -112,16 +112,16 @@ def test_report_finds_a_run_by_its_id_its_folder_name_or_its_folder(pg_url, tmp_
     from gcbench.cli import find_run
     from gcbench.errors import StoreError
     from gcbench.plan import load_plan, plan_from_text
-    from gcbench.store import db, ingest
+    from gcbench.store import db, runs
 
     smoke = load_plan(REPO / "plans" / "smoke.yaml")
     other = plan_from_text("name: other\nworkloads: [{name: w, kind: noop}]\n")
     run_id = "manual__2026-11-29T23:31:50.116326+00:00"
     with db.connection(pg_url) as conn:
-        ingest.register_run(conn, smoke, smoke.dag_id, run_id, None)
-        ingest.register_run(conn, smoke, smoke.dag_id, "scheduled__2026-11-30T02:00:00+00:00", None)
-        ingest.register_run(conn, other, other.dag_id, "manual__shared", None)
-        ingest.register_run(conn, smoke, smoke.dag_id, "manual__shared", None)
+        runs.register_run(conn, smoke, smoke.dag_id, run_id, None)
+        runs.register_run(conn, smoke, smoke.dag_id, "scheduled__2026-11-30T02:00:00+00:00", None)
+        runs.register_run(conn, other, other.dag_id, "manual__shared", None)
+        runs.register_run(conn, smoke, smoke.dag_id, "manual__shared", None)
         folder = config.run_key(run_id)
         assert folder == "manual__2026-11-29T23_31_50.116326_00_00~007b143be608"
         legacy = "manual__2026-11-29T23_31_50.116326_00_00"  # the folder name before C19's fix
@@ -143,12 +143,12 @@ def test_runs_has_a_header_and_counts_invalid_trials(tmp_path, pg_url):
     import os
 
     from gcbench.plan import expand, plan_from_text
-    from gcbench.store import db, ingest
+    from gcbench.store import db, runs
 
     plan = plan_from_text("name: listed\nworkloads: [{name: n, kind: noop}]\nrepetitions: 5\n")
     long_report = "/srv/" + "/".join(["a-long-folder-name"] * 12) + "/reports/listed/manual__listed/report.html"
     with db.connection(pg_url) as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, "manual__listed", "2026-12-01T08:17:04.354107+00:00")
+        pk = runs.register_run(conn, plan, plan.dag_id, "manual__listed", "2026-12-01T08:17:04.354107+00:00")
         with conn.cursor() as cur:
             for spec, (status, valid) in zip(
                 expand(plan),

@@ -246,7 +246,7 @@ def test_group_of_two_with_a_stalled_twin_is_inconclusive_as_stored_and_reported
     from gcbench.plan import expand, plan_from_text
     from gcbench.report.analysis import ReportSettings, analyze
     from gcbench.report.build import report_data
-    from gcbench.store import db, ingest, queries
+    from gcbench.store import db, ingest, queries, runs
     from gcbench.validate import validate_run
 
     plan = plan_from_text(
@@ -255,7 +255,7 @@ def test_group_of_two_with_a_stalled_twin_is_inconclusive_as_stored_and_reported
     )
     specs = expand(plan)
     with db.connection(pg_url) as conn:
-        run = ingest.register_run(conn, plan, plan.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
+        run = runs.register_run(conn, plan, plan.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
         for spec in specs:
             # workload n: one repetition did 4 steps where its twin did 40 (10x); workload m: twins agree
             slow = spec.workload == "n" and spec.repetition == 1

@@ -24,6 +24,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Scalar = str | int | float | bool | None
 
+TRIAL_SETTINGS: dict[str, Any] = {"power_cap_w": None}
+"""Settings the trial process applies around the workload, for every kind
+(:mod:`gcbench.trial`), with their defaults: ``power_cap_w`` is the per-GPU power limit
+in W (None: the GPU's default limit; :mod:`gcbench.energy.powercap`). They live in a
+workload's ``settings`` like the kind's own, so specs and trial ids are unchanged."""
+
+
+def trial_setting_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` is not a valid trial-level setting ``key`` (:data:`TRIAL_SETTINGS`), or None."""
+    if key == "power_cap_w" and value is not None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            return f"power_cap_w must be a positive number of watts per GPU or null, got {value!r}"
+    return None
+
 
 class StableWarmup(BaseModel):
     """Warm up until the step time settles (``warmup: {until_stable: {...}}``).

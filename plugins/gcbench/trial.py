@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -295,6 +296,61 @@ def _torch_device(spec: TrialSpec) -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def same_device_order() -> str | None:
+    """Make CUDA number GPUs as NVML does (``CUDA_DEVICE_ORDER=PCI_BUS_ID``) in this
+    process, before anything initialises CUDA; returns the order it replaced, if any.
+
+    Both runners set it (C15); a trial started another way (by hand, a third runner)
+    would otherwise compute on the fastest GPU while the meter reads the PCI-ordered one."""
+    before = os.environ.get("CUDA_DEVICE_ORDER")
+    if before == "PCI_BUS_ID":
+        return None
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return before or "unset (FASTEST_FIRST)"
+
+
+def _bare_uuid(uuid: Any) -> str:
+    return str(uuid).strip().lower().removeprefix("gpu-")
+
+
+def device_check(cuda_uuids: list[str] | None, measured_uuids: list[str | None]) -> dict[str, Any]:
+    """Whether the trial computed on the GPUs the meter measured (C15).
+
+    Args:
+        cuda_uuids: UUIDs of the CUDA devices the workload saw (``torch.cuda
+            .get_device_properties(i).uuid``, in CUDA order), or None when CUDA was
+            never initialised in the trial process (nothing ran on a GPU here).
+        measured_uuids: UUIDs of the GPUs the meter read (NVML's ``GPU-...`` form).
+
+    Returns:
+        ``{"cuda_uuids", "measured_uuids", "same": True | False | None, "reason"}``;
+        ``same`` None when there is nothing to compare. A ``False`` makes the trial
+        invalid (:mod:`gcbench.validate`).
+    """
+    out: dict[str, Any] = {"cuda_uuids": cuda_uuids, "measured_uuids": measured_uuids, "same": None, "reason": None}
+    if not cuda_uuids or not measured_uuids or any(u is None for u in measured_uuids):
+        return out
+    used = {_bare_uuid(u) for u in cuda_uuids}
+    measured = {_bare_uuid(u) for u in measured_uuids if u is not None}
+    out["same"] = used <= measured
+    if not out["same"]:
+        out["reason"] = (
+            f"the workload computed on GPU(s) {', '.join(sorted(used - measured))} "
+            f"but the meter measured {', '.join(sorted(measured))}"
+        )
+    return out
+
+
+def _cuda_uuids() -> list[str] | None:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        return [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a CUDA that cannot answer: nothing to compare
+        return None
+
+
 def environment() -> dict[str, Any]:
     """Facts about where the trial ran (host, Python, torch, CUDA)."""
     env: dict[str, Any] = {
@@ -302,6 +358,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
         "in_container": Path("/.dockerenv").exists(),
     }
     torch = sys.modules.get("torch")
@@ -477,7 +534,9 @@ def _json_safe(obj: Any) -> Any:
 def run_trial(spec: TrialSpec, outdir: Path) -> int:
     """Run one trial and write its result.json; returns the exit status."""
     from gcbench import workloads
+    from gcbench.energy import hostshare
     from gcbench.energy.meter import Meter
+    from gcbench.energy.powercap import TrialPowerCap
     from gcbench.workloads._loop import warmup_log
 
     check_writable(outdir)
@@ -487,6 +546,7 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
         "trial_id": spec.trial_id,
         "plan": spec.plan,
         "spec": spec.model_dump(mode="json"),
+        "attempt_id": os.environ.get("GCBENCH_ATTEMPT_ID"),  # the runner's attempt (C14); None by hand
         "started_at": utcnow(),
         "status": "failed",
         "error": None,
@@ -498,8 +558,15 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     counts: dict[str, Any] = {}
     energy: dict[str, Any] = {}
     warmups: list[dict] = []
+    # the GPUs' power limits, checked (a leftover cap reset) before anything is measured;
+    # the plan's power_cap_w, for every kind, applied around the workload and restored
+    power = TrialPowerCap(spec.settings.get("power_cap_w"), spec.devices, outdir, log)
+    # in the host's register for its whole life: a window that other trials shared has no CPU energy of its own (C13)
+    presence = hostshare.HostPresence(spec.trial_id, f"{spec.variant} #{spec.repetition}").register()
     try:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
+        _arm()
+        power.check()
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
         # wall clock (epoch s, UTC) of that origin: places the windows in UTC hours (carbon.window_utc)
@@ -509,25 +576,30 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"
             + (" (torch imported)" if "torch" in sys.modules else "")
         )
-        with warmup_log() as warmups:
+        with power, warmup_log() as warmups:
             counts = workloads.load(spec.kind)(spec, ctx) or {}
+        if "power_cap_w" in spec.settings:
+            counts.update(power.metrics())
         for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
             if key in counts:  # what ran, at the top of result.json (not a metric)
                 result[key] = counts.pop(key)
         status = EXIT_OK
         result["status"] = "ok"
     except SkipTrial as exc:
+        _disarm()
         status = EXIT_SKIPPED
         result["status"] = "skipped"
         result["error"] = str(exc)
         result[workloads.SETTINGS_NOT_IN_EFFECT] = dict(getattr(exc, "not_in_effect", None) or {})
         log(f"skipped: {exc}")
     except BaseException as exc:  # noqa: BLE001 - any workload failure is recorded, then re-raised below if fatal
+        _disarm()
         result["error"] = f"{type(exc).__name__}: {exc}"
         log("failed:\n" + traceback.format_exc())
         if isinstance(exc, KeyboardInterrupt):
             result["error"] = "interrupted"
     finally:
+        _disarm()  # a stop signal from here on is recorded, not raised: the files get written
         left_open: list[str] = []
         if ctx is not None:
             try:
@@ -559,6 +631,9 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
                 counts[unit] = counts.get(unit, 0) + n if isinstance(counts.get(unit, 0), (int, float)) else n
             for name, value in ctx.own_metrics.items():
                 counts.setdefault(name, value)
+        if energy and meter.origin_monotonic:
+            result["host_share"] = hostshare.apply(energy, windows, meter.origin_monotonic, presence)
+        presence.close()
         if status == EXIT_OK and "main" not in windows:
             status, result["status"] = EXIT_FAILED, "failed"
             result["error"] = f"workload {spec.kind} opened no measured window"
@@ -594,6 +669,10 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             m = result["metrics"]
             result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
             result["codecarbon"] = ctx.codecarbon.to_dict()
+        result["device_state_before"] = power.device_state()
+        result["device_check"] = device_check(
+            _cuda_uuids(), [g.get("uuid") for g in getattr(meter, "gpus", None) or []]
+        )
         result["measurement"] = {"backend": getattr(meter, "backend", None)}
         try:
             result["environment"] = {**environment(), **meter.environment()}
@@ -607,8 +686,58 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     return status
 
 
+class TrialTerminated(BaseException):
+    """The trial process was told to stop (SIGTERM, SIGHUP, SIGINT): raised in the main
+    thread so that every ``with`` unwinds (a power cap restored, the meter stopped) and
+    result.json says so. A BaseException, like KeyboardInterrupt, so no workload's
+    ``except Exception`` swallows it."""
+
+
+def install_stop_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)) -> None:
+    """Turn the stop signals into :class:`TrialTerminated` in this process (main thread).
+
+    What stops a trial sends one of them: the runner's time limit and a stop request
+    (SIGTERM to the trial's process group, :func:`gcbench.factory.local._stop`),
+    ``docker stop`` (SIGTERM to the container's PID 1, which by default ignores it), a
+    closed terminal (SIGHUP), Ctrl-C in a shell that runs the trial by hand (SIGINT).
+    Python's default for SIGTERM ends the process without unwinding; this raises instead.
+    It raises only while the trial is armed (:func:`_arm`: from the device check to the
+    end of the workload); a signal before that is raised at arming, one after it (while
+    the meter stops and result.json is written) is recorded and the trial finishes its
+    files. Only the first signal counts (the runner's SIGKILL after its grace period is
+    the backstop)."""
+
+    def _handler(signum, frame):
+        if _stop["signal"] is not None:
+            return
+        _stop["signal"] = signal.Signals(signum).name
+        if _stop["armed"]:
+            raise TrialTerminated(f"terminated by {_stop['signal']}")
+
+    for sig in signals:
+        signal.signal(sig, _handler)
+
+
+_stop: dict[str, Any] = {"armed": False, "signal": None}
+
+
+def _arm() -> None:
+    """From here on a stop signal raises :class:`TrialTerminated` (at once if one came)."""
+    _stop["armed"] = True
+    if _stop["signal"] is not None:
+        raise TrialTerminated(f"terminated by {_stop['signal']}")
+
+
+def _disarm() -> None:
+    _stop["armed"] = False
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m gcbench.trial SPEC.json OUTDIR``."""
+    install_stop_signals()
+    replaced_order = same_device_order()
+    if replaced_order:
+        print(f"gcbench.trial: CUDA_DEVICE_ORDER was {replaced_order}; set to PCI_BUS_ID (NVML's order)", flush=True)
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m gcbench.trial SPEC.json OUTDIR", file=sys.stderr)

@@ -118,11 +118,19 @@ def check_trial(
         reasons.append(
             "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
         )
+    check = result.get("device_check") or {}
+    if isinstance(check, dict) and check.get("same") is False:
+        reasons.append(f"measured another GPU than the one used: {check.get('reason')}")
     for flag in main.get("flags") or []:
         if flag == "counter_decreased":
             reasons.append("energy counter decreased inside the window")
         elif flag == "foreign_process":
             reasons.append("a foreign process used the GPU during the window")
+        elif flag == "cpu_energy_shared":
+            flags.append(
+                "CPU energy apportioned: other trials ran on this host during the window "
+                "(RAPL counts the whole socket; see cpu_reason)"
+            )
         elif flag not in ("window_too_short", "cross_check_disagreement"):
             flags.append(flag)
     for dev in main.get("gpu", []):

@@ -83,7 +83,7 @@ def test_failed_trial_is_returned_not_raised_and_collected_as_failed(
     docker_client, no_gpu_engine, home, tmp_path, pg_url, monkeypatch
 ):
     from gcbench.factory.docker import run_docker
-    from gcbench.store import db, ingest
+    from gcbench.store import db, ingest, runs
 
     monkeypatch.setenv("GCBENCH_DATABASE_URL", pg_url)
     spec, outdir = make_spec(tmp_path, settings="{tick_s: 0}")  # the workload raises ValueError: exit 1
@@ -93,7 +93,7 @@ def test_failed_trial_is_returned_not_raised_and_collected_as_failed(
     assert "tick_s must be > 0" in (outdir / "runner.log").read_text()
     plan = plan_from_text(PLAN.format(image=TRIAL_IMAGE, window_s=0.5, settings="{tick_s: 0}"))
     with db.connection(pg_url) as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, "manual__fail", None)
+        pk = runs.register_run(conn, plan, plan.dag_id, "manual__fail", None)
         outcome = ingest.collect_trial(conn, pk, spec, outdir, exit_code=code)
         assert outcome.status == "failed"
         with conn.cursor() as cur:

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from gcbench.errors import PlanError, StoreError
-from gcbench.factory.dag import build_dag, fail_fast, plan_pools, trial_time_limit
+from gcbench.factory.dag import build_dag, plan_pools
+from gcbench.factory.tasks import fail_fast, trial_time_limit
 from gcbench.plan.identifiers import trial_pool
 from gcbench.plan.loader import plan_from_text
 
@@ -145,14 +146,14 @@ def _summary(**counts):
 
 
 def test_a_run_whose_steps_succeeded_and_stored_its_trials_is_green():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     reasons, total = run_verdict(STEPS, OK, {}, [_summary(trials=4, stored=4, failed=1)], None)
     assert reasons == [] and total["trials"] == 4  # a trial that ran and failed is stored with its reason
 
 
 def test_a_failed_expansion_fails_the_run_with_its_own_reason():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     states = {
         **OK,
@@ -168,14 +169,14 @@ def test_a_failed_expansion_fails_the_run_with_its_own_reason():
 
 
 def test_an_upstream_failure_alone_is_named_when_no_step_failed_itself():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     reasons, _ = run_verdict(STEPS, {**OK, "report": "upstream_failed"}, {}, [_summary(trials=1, stored=1)], None)
     assert reasons == ["report upstream_failed (see the task log)"]
 
 
 def test_trials_to_run_with_none_stored_fail_the_run():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     reasons, _ = run_verdict(STEPS, OK, {}, [_summary(trials=3, stored=0)], None)
     assert reasons == ["none of the 3 trial(s) to run was stored"]
@@ -184,13 +185,13 @@ def test_trials_to_run_with_none_stored_fail_the_run():
 
 
 def test_nothing_to_run_is_green():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     assert run_verdict(STEPS, OK, {}, [_summary()], None)[0] == []
 
 
 def test_an_interrupted_run_is_failed():
-    from gcbench.factory.dag import run_verdict
+    from gcbench.factory.tasks import run_verdict
 
     reasons, _ = run_verdict(STEPS, OK, {}, [_summary(trials=1, stored=1, not_started=2)], "SIGINT (Ctrl-C)")
     assert reasons == ["interrupted by SIGINT (Ctrl-C); 2 trial(s) not started"]

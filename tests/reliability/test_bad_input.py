@@ -319,8 +319,8 @@ METACHARACTERS = [
 
 def test_shell_metacharacters_in_factor_values_reach_the_trial_verbatim(gcbench_env, pg_url):
     """Each value runs a real trial (local runner) and is stored as a text metric."""
-    from gcbench.factory.dag import collect_run
     from gcbench.factory.local import run_local, trial_argv
+    from gcbench.factory.tasks import collect_run
 
     victim, canary = gcbench_env / "victim", gcbench_env / "canary"
     victim.write_text("must survive")
@@ -508,7 +508,7 @@ repaired (U+FFFD, cut) or stored as null, noted; the rest of the trial is stored
 
 
 def test_files_that_are_not_the_trials_result_are_refused_by_collect_with_the_reason(gcbench_env, pg_url):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", len(CORRUPTIONS) + 1)
     expected = {}
@@ -536,7 +536,7 @@ def test_files_that_are_not_the_trials_result_are_refused_by_collect_with_the_re
 
 
 def test_values_postgresql_cannot_hold_cost_that_value_only_and_are_noted(gcbench_env, pg_url):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", len(REPAIRS))
     for (corrupt, *_), item in zip(REPAIRS.values(), items, strict=True):
@@ -566,7 +566,7 @@ def test_a_failure_of_the_database_over_the_content_stores_the_trial_failed_with
 ):
     """Content the checks let through and the server still refuses: the trial is stored
     failed with the server's reason, and collect never raises for it (no endless retry)."""
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
     from gcbench.store import ingest
 
     plan, items = _noop_trials(gcbench_env / "run", 2)
@@ -588,7 +588,7 @@ def test_a_failure_of_the_database_over_the_content_stores_the_trial_failed_with
 
 
 def test_a_trial_that_wrote_over_its_spec_json_is_stored_from_the_plans_spec(gcbench_env, pg_url):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", 3)
     (Path(items[0]["outdir"]) / "spec.json").write_bytes(b"\x00\xff not a spec")
@@ -657,7 +657,7 @@ def test_any_value_in_any_field_never_fails_collect_nor_costs_other_values(
     import uuid
 
     from gcbench.energy.base import SAMPLE_COLUMNS
-    from gcbench.store import db, ingest
+    from gcbench.store import db, ingest, runs
 
     plan = noop_plan("random")
     spec = expand(plan)[0]
@@ -695,7 +695,7 @@ def test_any_value_in_any_field_never_fails_collect_nor_costs_other_values(
     data = json.dumps(result, allow_nan=True).encode().replace(b"@@RAW@@", raw)
     (outdir / "result.json").write_bytes(data)
     with db.connection(pg_url) as conn:
-        pk = ingest.register_run(conn, plan, plan.dag_id, f"manual__{uuid.uuid4().hex}", None)
+        pk = runs.register_run(conn, plan, plan.dag_id, f"manual__{uuid.uuid4().hex}", None)
         out = ingest.collect_trial(conn, pk, spec, outdir)
         assert (out.action, out.status) == ("stored", "ok"), out
         assert ingest.collect_trial(conn, pk, spec, outdir).action == "unchanged"
@@ -765,7 +765,7 @@ KEPT_ROWS = [
 
 @pytest.mark.parametrize("bad", range(len(DROPPED_ROWS)))
 def test_sample_rows_that_cannot_be_placed_are_dropped_and_counted_never_failing_collect(gcbench_env, pg_url, bad):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     plan = noop_plan("rows")
     items = trial_items(expand(plan), gcbench_env / "run")
@@ -789,7 +789,7 @@ def test_sample_rows_that_cannot_be_placed_are_dropped_and_counted_never_failing
 
 @pytest.mark.parametrize("bad", range(len(KEPT_ROWS)), ids=[f"{i}-{r[1]}" for i, r in enumerate(KEPT_ROWS)])
 def test_sample_field_no_column_holds_costs_that_field_never_the_rows_power_and_energy(gcbench_env, pg_url, bad):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     row, column, value, counted = KEPT_ROWS[bad]
     row = b"7777.0," + row.split(b",", 1)[1]  # a time no other row has
@@ -815,7 +815,7 @@ def test_sample_field_no_column_holds_costs_that_field_never_the_rows_power_and_
 
 
 def test_samples_file_with_a_foreign_header_is_refused_and_the_trial_kept(gcbench_env, pg_url):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     plan, items = _noop_trials(gcbench_env / "run", 2)
     (Path(items[0]["outdir"]) / "samples.csv").write_text("time,watts\n1,2\n")

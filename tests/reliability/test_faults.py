@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 
 def _collect(plan, items, run_id="manual__reliability"):
-    from gcbench.factory.dag import collect_run
+    from gcbench.factory.tasks import collect_run
 
     return collect_run(plan, run_ctx(run_id), items)
 
@@ -269,7 +269,7 @@ def test_collect_run_twice_stores_every_row_once(gcbench_env, pg_url):
 
 COLLECT_SCRIPT = """
 import json, sys
-from gcbench.factory.dag import collect_run
+from gcbench.factory.tasks import collect_run
 from gcbench.plan import plan_from_text
 plan = plan_from_text(open(sys.argv[1]).read())
 items = json.load(open(sys.argv[2]))

@@ -24,8 +24,8 @@ MAX_RSS_BYTES = 1 << 30
 
 def test_plan_of_1000_noop_trials_runs_through_the_local_runner_and_all_are_collected(gcbench_env, pg_url):
     """Every trial is a real ``python -m gcbench.trial`` process (plus its sampler)."""
-    from gcbench.factory.dag import collect_run
     from gcbench.factory.local import run_local
+    from gcbench.factory.tasks import collect_run
 
     plan = noop_plan("thousand", repetitions=N_TRIALS)
     specs = expand(plan)
@@ -55,7 +55,7 @@ def test_plan_of_1000_noop_trials_runs_through_the_local_runner_and_all_are_coll
 
 COLLECT_AND_MEASURE = """
 import json, sys, time
-from gcbench.factory.dag import collect_run
+from gcbench.factory.tasks import collect_run
 from gcbench.plan import plan_from_text
 plan = plan_from_text(open(sys.argv[1]).read())
 items = json.load(open(sys.argv[2]))

@@ -113,3 +113,30 @@ def test_the_lease_dies_with_its_holder_killed_by_sigkill(pg_url, monkeypatch):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_trial_measuring_host_wide_energy_runs_alone_on_its_host(pg_url, monkeypatch):
+    # C13: RAPL counts the whole socket; a trial on gpu1 waits while a RAPL-measuring trial holds gpu0
+    monkeypatch.setattr(gpulock, "ATTEMPT_S", 0.2)
+    quiet = lambda m: None  # noqa: E731
+    with gpulock.hold_gpus([0], "rapl trial", host="h", url=pg_url, log=quiet, host_energy=True) as a:
+        assert (a.host_key, a.host_exclusive) == ("h/host-energy", True)
+        with pytest.raises(gpulock.GpuBusyError, match=r"host lock h/host-energy still in use .* gcbench rapl trial"):
+            with gpulock.hold_gpus([1], "B", host="h", url=pg_url, timeout_s=0.6, log=quiet):
+                pass
+        with pytest.raises(gpulock.GpuBusyError):  # nor a trial without a GPU: its process loads the socket too
+            with gpulock.hold_gpus([], "cpu only", host="h", url=pg_url, timeout_s=0.6, log=quiet):
+                pass
+        with gpulock.hold_gpus([1], "C", host="other", url=pg_url, log=quiet) as c:  # another host's socket
+            assert c.wait_s < 1.0
+
+
+def test_trials_not_measuring_host_wide_energy_share_the_host(pg_url, monkeypatch):
+    monkeypatch.setattr(gpulock, "ATTEMPT_S", 0.2)
+    quiet = lambda m: None  # noqa: E731
+    with gpulock.hold_gpus([0], "A", host="h", url=pg_url, log=quiet):
+        with gpulock.hold_gpus([1], "B", host="h", url=pg_url, log=quiet) as b:
+            assert b.wait_s < 1.0 and not b.host_exclusive
+            with pytest.raises(gpulock.GpuBusyError):  # a measuring trial waits for both
+                with gpulock.hold_gpus([2], "rapl", host="h", url=pg_url, timeout_s=0.6, log=quiet, host_energy=True):
+                    pass

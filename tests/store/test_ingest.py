@@ -10,7 +10,7 @@ import pytest
 
 from gcbench.energy.base import SAMPLE_COLUMNS
 from gcbench.plan import expand, plan_from_text
-from gcbench.store import db, ingest, queries
+from gcbench.store import db, ingest, queries, runs
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def conn(pg_url):
 
 @pytest.fixture
 def run_pk(conn):
-    return ingest.register_run(conn, PLAN, PLAN.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
+    return runs.register_run(conn, PLAN, PLAN.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
 
 
 def test_migrations_apply_once(conn):
@@ -195,10 +195,10 @@ def test_stored_trials_found_by_logical_date(conn, run_pk, tmp_path):
     write_trial(tmp_path / spec.trial_id, spec)
     ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id)
     # a backfill run of the same logical date sees the trial; another date does not
-    assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__x", "2026-11-01T00:00:00+00:00") == {
+    assert runs.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__x", "2026-11-01T00:00:00+00:00") == {
         spec.trial_id: "ok"
     }
-    assert ingest.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__y", "2026-11-02T00:00:00+00:00") == {}
+    assert runs.stored_trials(conn, PLAN.name, PLAN.dag_id, "backfill__y", "2026-11-02T00:00:00+00:00") == {}
 
 
 def test_deleting_a_run_deletes_its_samples(conn, run_pk, tmp_path):
@@ -362,7 +362,7 @@ def test_a_plan_with_a_nul_in_a_setting_is_registered_with_it_replaced(conn, tmp
         {"name": "nul", "workloads": [{"name": "w", "kind": "noop", "settings": {"note": "a\x00b"}}]}
     )
     assert plan.workloads[0].settings["note"] == "a\x00b"
-    pk = ingest.register_run(
+    pk = runs.register_run(
         conn, plan, plan.dag_id, "manual__nul", None, {"note": "c\x00d", "when": datetime(2026, 1, 1)}
     )
     spec = expand(plan)[0]
@@ -400,11 +400,11 @@ def test_a_resumed_run_keeps_its_interruption_as_history(conn, run_pk):
     """After Ctrl-C and a resume the run's state follows the last attempt (not interrupted),
     and its report still says it was interrupted, when, and when it resumed."""
     note = "Interrupted by SIGINT (Ctrl-C) after 13 of 21 trials; running it again does the 8 missing ones."
-    assert ingest.add_run_note(conn, run_pk, note, interrupted=True)
+    assert runs.add_run_note(conn, run_pk, note, interrupted=True)
     with conn.cursor() as cur:
         cur.execute("UPDATE gcbench.dag_runs SET interrupted_at = '2026-12-01 05:34:40+00' WHERE id = %s", (run_pk,))
     conn.commit()
-    ingest.reset_run_outcome(conn, run_pk)  # the resumed attempt starts
+    runs.reset_run_outcome(conn, run_pk)  # the resumed attempt starts
     notes, interrupted_at = _run_state(conn, run_pk)
     assert interrupted_at is None and len(notes) == 1
     assert re.fullmatch(
@@ -415,9 +415,9 @@ def test_a_resumed_run_keeps_its_interruption_as_history(conn, run_pk):
     first = notes[0]
     # interrupted again and resumed again: both stay, in order; a later attempt's reset keeps them
     again = "Interrupted by SIGTERM after 20 of 21 trials; running it again does the 1 missing one."
-    assert ingest.add_run_note(conn, run_pk, again, interrupted=True)
-    ingest.reset_run_outcome(conn, run_pk)
-    ingest.reset_run_outcome(conn, run_pk)
+    assert runs.add_run_note(conn, run_pk, again, interrupted=True)
+    runs.reset_run_outcome(conn, run_pk)
+    runs.reset_run_outcome(conn, run_pk)
     notes, interrupted_at = _run_state(conn, run_pk)
     assert interrupted_at is None and notes[0] == first
     assert notes[1].startswith("Interrupted by SIGTERM after 20 of 21 trials at ") and "; resumed at " in notes[1]
@@ -425,8 +425,8 @@ def test_a_resumed_run_keeps_its_interruption_as_history(conn, run_pk):
 
 
 def test_a_rerun_drops_the_last_attempts_outcome_notes(conn, run_pk):
-    ingest.add_run_note(conn, run_pk, "Nothing to run: all 4 trials of this run were already stored.")
-    ingest.reset_run_outcome(conn, run_pk)
+    runs.add_run_note(conn, run_pk, "Nothing to run: all 4 trials of this run were already stored.")
+    runs.reset_run_outcome(conn, run_pk)
     assert _run_state(conn, run_pk) == ([], None)
 
 

@@ -28,12 +28,27 @@ container that sees only its own GPUs, NVML index 0 is the container's first GPU
 
 A process killed with SIGKILL cannot restore anything: :func:`reset_to_default` puts a
 GPU back at its default limit and is what an operator (or the next trial) runs then.
+
+For every trial, whatever its kind: :class:`TrialPowerCap` (used by
+:func:`gcbench.trial.run_trial` around the workload) is the one place a trial touches a
+GPU's limit. Before the workload it reads each of the trial's GPUs (current, default,
+min, max limit: ``device_state_before`` in result.json); a GPU whose limit is not its
+default was left capped by an earlier trial that could not restore it (SIGKILL, OOM,
+a lost node) and is reset to the default first, or, without the permission to do so,
+the trial is skipped with that reason: an uncapped baseline never runs capped, and a
+capped trial restores the default, not a leftover. While a cap is applied the trial
+keeps ``power_cap.json`` in its folder (``state: applied`` with each GPU's previous
+limit); it says ``restored`` once the limit is back, so a runner that outlives a killed
+trial can restore it (:func:`restore_leftover`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from gcbench.errors import GCBenchError, SkipTrial
@@ -142,6 +157,7 @@ class PowerCap:
         self.applied: list[AppliedCap] = []
         self._handles: dict[int, Any] = {}
         self._pynvml: Any = None  # the pynvml module once entered with a cap
+        self.restore_failed: list[str] = []  # GPUs left capped by the last restore
 
     # -- entering -------------------------------------------------------------------
 
@@ -240,6 +256,7 @@ class PowerCap:
                 )
         self.applied = []
         self._handles = {}
+        self.restore_failed = failed
         if failed and raise_errors:
             raise PowerCapRestoreError(failed, "previous power limit not restored: " + "; ".join(messages))
 
@@ -352,3 +369,237 @@ def nvml_indices_for_uuids(uuids: list[str]) -> list[int]:
     if missing:
         raise PowerCapUnavailableError("nvml", f"GPU UUID(s) not seen by NVML: {', '.join(missing)}")
     return [by_uuid[u] for u in wanted]
+
+
+POWER_CAP_FILE = "power_cap.json"
+"""The trial folder's record of a cap in effect (``state``: ``applied`` | ``restored``)."""
+
+
+class LeftoverCapError(PowerCapError, SkipTrial):
+    """A GPU is not at its default limit before the trial and cannot be reset (skipped)."""
+
+
+@dataclass(frozen=True)
+class DeviceLimitState:
+    """One GPU's power limit as found before a trial (W).
+
+    Attributes:
+        index: NVML index.
+        limit_w: the limit in force; default_w: the GPU's default limit.
+        min_w, max_w: the allowed range.
+        action: ``none`` (at its default), ``reset`` (a leftover limit was put back to
+            the default before the trial) or ``unreadable``.
+        reason: why the state is unreadable, or what was reset.
+    """
+
+    index: int
+    limit_w: float | None
+    default_w: float | None
+    min_w: float | None = None
+    max_w: float | None = None
+    action: str = "none"
+    reason: str | None = None
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class TrialPowerCap:
+    """The trial's GPU power limits: checked, reset if left over, capped, restored.
+
+    Args:
+        cap_w: ``power_cap_w`` of the trial's settings (W per GPU) or None (no cap:
+            the GPUs must be at their default limit).
+        gpu_indices: NVML indices of the trial's GPUs (the spec's host indices: both
+            runners let NVML see every GPU, numbered in PCI bus order as CUDA is with
+            ``CUDA_DEVICE_ORDER=PCI_BUS_ID``).
+        outdir: the trial folder (``power_cap.json`` is kept there while capped).
+        log: the trial log.
+
+    ``__enter__`` raises what :class:`PowerCap` raises (skips carry
+    ``not_in_effect={"power_cap_w": ...}``) and :class:`LeftoverCapError` (a skip) when a
+    leftover limit cannot be reset. Where there is no NVML (no driver, no GPU, the
+    simulated device) an uncapped trial goes on, its state recorded as unreadable.
+    """
+
+    def __init__(self, cap_w: float | None, gpu_indices: list[int], outdir: Path, log: Any = print):
+        self.cap_w = float(cap_w) if cap_w is not None else None
+        self.gpu_indices = list(gpu_indices)
+        self.outdir = Path(outdir)
+        self.log = log
+        self.state_before: list[DeviceLimitState] = []
+        self.state_note: str | None = None
+        self._checked = False
+        self._cap: PowerCap | None = None
+        self._metrics: dict[str, Any] | None = None
+
+    def check(self) -> list[DeviceLimitState]:
+        """Read (and reset, where left over) every GPU's limit; see the class docstring.
+
+        Raises:
+            LeftoverCapError: a GPU is below its default and cannot be reset.
+        """
+        if self._checked:
+            return self.state_before
+        self._checked = True
+        try:
+            return self._check()
+        except SkipTrial as exc:
+            self._not_in_effect(exc)
+            raise
+
+    def _not_in_effect(self, exc: SkipTrial) -> None:
+        if self.cap_w is not None:  # the report says which setting could not be put in effect
+            exc.not_in_effect.setdefault("power_cap_w", f"{self.cap_w:g} W cap not applied: {exc}")
+
+    def _check(self) -> list[DeviceLimitState]:
+        if not self.gpu_indices:
+            self.state_note = "no GPU"
+            return []
+        try:
+            import pynvml
+        except ImportError:
+            self.state_note = "pynvml not installed"
+            return []
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - pynvml raises its own and library-load errors
+            self.state_note = f"NVML unavailable: {exc}"
+            return []
+        try:
+            for index in self.gpu_indices:
+                self.state_before.append(self._check_one(pynvml, index))
+        finally:
+            try:
+                pynvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001 - shutting down is best effort
+                pass
+        return self.state_before
+
+    def _check_one(self, pynvml: Any, index: int) -> DeviceLimitState:
+        device = f"gpu{index}"
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            limit_mw = pynvml.nvmlDeviceGetPowerManagementLimit(h)
+            default_mw = pynvml.nvmlDeviceGetPowerManagementDefaultLimit(h)
+        except pynvml.NVMLError as exc:
+            if self.cap_w is not None:
+                raise PowerCapError(device, f"cannot read the power limit: {exc}") from exc
+            return DeviceLimitState(index, None, None, action="unreadable", reason=str(exc))
+        min_w: float | None = None
+        max_w: float | None = None
+        try:
+            lo, hi = pynvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
+            min_w, max_w = mw_to_w(lo), mw_to_w(hi)
+        except pynvml.NVMLError:
+            pass
+        limit_w, default_w = mw_to_w(limit_mw), mw_to_w(default_mw)
+        if limit_mw == default_mw:
+            return DeviceLimitState(index, limit_w, default_w, min_w, max_w)
+        what = f"power limit {limit_w:g} W, not its default {default_w:g} W (left by an earlier trial or by hand)"
+        try:
+            pynvml.nvmlDeviceSetPowerManagementLimit(h, default_mw)
+        except pynvml.NVMLError as exc:
+            hint = CAP_SYS_ADMIN_HINT if _is_no_permission(pynvml, exc) else str(exc)
+            raise LeftoverCapError(
+                device, f"{what}; cannot reset it to the default ({hint}): measuring now would not be uncapped"
+            ) from exc
+        self.log(f"{device}: {what}: reset to {default_w:g} W before the trial")
+        return DeviceLimitState(index, limit_w, default_w, min_w, max_w, action="reset", reason=what)
+
+    def __enter__(self) -> TrialPowerCap:
+        try:
+            self.check()
+            if self.cap_w is not None:
+                self._cap = PowerCap(self.cap_w, self.gpu_indices)
+                self._cap.__enter__()
+                self._write("applied")
+        except SkipTrial as exc:
+            self._not_in_effect(exc)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._cap is None:
+            return
+        cap = self._cap
+        self._metrics = cap.metrics()
+        try:
+            cap.__exit__(exc_type, exc, tb)  # restores every GPU; raises only when the body did not
+        finally:
+            if not cap.restore_failed:
+                self._write("restored")
+            self._cap = None
+
+    def _write(self, state: str) -> None:
+        cap = self._cap
+        applied = [asdict(a) for a in cap.applied] if cap is not None else []
+        if state == "restored":  # PowerCap forgets what it applied once restored
+            previous = _read_record(self.outdir / POWER_CAP_FILE) or {}
+            applied = previous.get("gpus") or []
+        _write_record(self.outdir / POWER_CAP_FILE, {"state": state, "cap_w": self.cap_w, "gpus": applied})
+
+    def metrics(self) -> dict[str, Any]:
+        """``power_cap_w`` and, while or after capped, the enforced and previous limits (W)."""
+        if self._cap is not None:
+            return self._cap.metrics()
+        return self._metrics or {"power_cap_w": self.cap_w, "power_cap_state": "none"}
+
+    def device_state(self) -> dict[str, Any]:
+        """``device_state_before`` for result.json: each GPU's limits as found, or why unread."""
+        return {
+            "power_limits": [asdict(s) for s in self.state_before],
+            "note": self.state_note,
+            "reset": [f"gpu{s.index}" for s in self.state_before if s.action == "reset"],
+        }
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def restore_leftover(outdir: Path) -> str | None:
+    """After the trial process is gone: put back the limits its ``power_cap.json`` says
+    are still capped (the trial was killed before it could). Returns what was done, in
+    one line, or None when nothing was left capped. Never raises: a runner without the
+    permission leaves it to the next trial's check (:class:`TrialPowerCap`)."""
+    path = Path(outdir) / POWER_CAP_FILE
+    record = _read_record(path)
+    if not record or record.get("state") != "applied":
+        return None
+    gpus = [g for g in record.get("gpus") or [] if isinstance(g, dict)]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - no NVML here: the next trial resets it
+        return f"power cap left applied ({exc}); the next trial on these GPUs resets it"
+    done, failed = [], []
+    try:
+        for g in gpus:
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(int(g["index"]))
+                pynvml.nvmlDeviceSetPowerManagementLimit(h, int(round(float(g["previous_w"]) * 1000)))
+                done.append(f"gpu{g['index']} {float(g['previous_w']):g} W")
+            except (pynvml.NVMLError, KeyError, TypeError, ValueError) as exc:
+                failed.append(f"gpu{g.get('index')}: {exc}")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+    if not failed:
+        _write_record(path, {**record, "state": "restored", "restored_by": "runner"})
+    parts = []
+    if done:
+        parts.append("power limit restored by the runner: " + ", ".join(done))
+    if failed:
+        parts.append("could not restore (the next trial resets it): " + "; ".join(failed))
+    return "; ".join(parts)

@@ -82,6 +82,7 @@ def trial_operator_kwargs(
     timeout_s: float = 3600,
     home: Path | None = None,
     native_dir: Path | None = None,
+    attempt_id: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of the DockerOperator that runs one trial.
 
@@ -95,6 +96,8 @@ def trial_operator_kwargs(
         home: GCBENCH_HOME on the Docker host; default ``config.home()``.
         native_dir: the ``native/`` sources on the Docker host; default
             :func:`gcbench.tokenizer.build.native_root`.
+        attempt_id: the attempt (:func:`gcbench.factory.local.begin_attempt`), given to
+            the trial as ``GCBENCH_ATTEMPT_ID``.
 
     Returns:
         A dict for ``DockerOperator(task_id=..., **kwargs)``.
@@ -132,6 +135,8 @@ def trial_operator_kwargs(
         "CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in spec.devices),
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
     }
+    if attempt_id:
+        environment["GCBENCH_ATTEMPT_ID"] = attempt_id
     kwargs: dict[str, Any] = {
         "image": image,
         "command": ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR],
@@ -200,7 +205,14 @@ def _remove(op: Any) -> None:
 
 
 def run_docker(
-    spec: TrialSpec, image: str, host_outdir: Path, context: Context, *, timeout_s: float, docker_url: str | None = None
+    spec: TrialSpec,
+    image: str,
+    host_outdir: Path,
+    context: Context,
+    *,
+    timeout_s: float,
+    docker_url: str | None = None,
+    attempt_id: str | None = None,
 ) -> int:
     """Run a trial container through a DockerOperator inside the current task.
 
@@ -225,7 +237,9 @@ def run_docker(
 
     op = DockerOperator(
         task_id=f"trial_{spec.trial_id}",
-        **trial_operator_kwargs(spec, image, host_outdir, timeout_s=timeout_s, docker_url=docker_url),
+        **trial_operator_kwargs(
+            spec, image, host_outdir, timeout_s=timeout_s, docker_url=docker_url, attempt_id=attempt_id
+        ),
     )
     Path(host_outdir).mkdir(parents=True, exist_ok=True)
     (Path(op.mounts[1]["Source"])).mkdir(parents=True, exist_ok=True)  # the shared cache

@@ -1,7 +1,7 @@
 """The local runner: one trial as a subprocess of the same entry point.
 
 ``python -m gcbench.trial SPEC.json OUTDIR`` runs with ``CUDA_VISIBLE_DEVICES`` set to
-the trial's GPUs, in its own process group so that a timeout or a killed Airflow task
+the trial's GPUs (and ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, :func:`trial_env`), in its own process group so that a timeout or a killed Airflow task
 takes the whole trial (and its sampler) down with it; on Linux the trial is also
 killed if the runner itself dies (``PR_SET_PDEATHSIG``), so a trial never outlives
 the GPU lease its runner holds (:mod:`gcbench.store.gpulock`). Arguments are an argv
@@ -150,6 +150,10 @@ class RunnerOutcome:
         interrupted: why the runner stopped it on request (Ctrl-C of ``gcbench run``),
             or None.
         gpu_wait_s: seconds the trial waited for its GPUs before it started.
+        attempt_id: the attempt (:func:`begin_attempt`); its result.json must carry it.
+        device_restored: what the runner put back after the trial process was gone
+            (a power cap the killed trial left applied,
+            :func:`gcbench.energy.powercap.restore_leftover`), or None.
     """
 
     trial_id: str
@@ -159,6 +163,8 @@ class RunnerOutcome:
     outdir: str
     interrupted: str | None = None
     gpu_wait_s: float = 0.0
+    device_restored: str | None = None
+    attempt_id: str | None = None
 
     def save(self) -> None:
         """Write runner.json into the trial's folder (read by ``collect``)."""
@@ -174,16 +180,59 @@ def write_spec(spec: TrialSpec, outdir: Path) -> Path:
     return path
 
 
+def begin_attempt(outdir: Path) -> str:
+    """Start a new attempt of a trial in its folder; returns the attempt id.
+
+    An earlier attempt's files (result.json, samples.csv, logs, runner.json, ...: all
+    but spec.json) are moved to ``attempts/<n>-<its id>/`` and kept, so what this attempt
+    leaves is its own: a killed attempt leaves no result.json, not the previous one's
+    (C14). ``attempt.json`` names the new attempt; the trial process gets the id as
+    ``GCBENCH_ATTEMPT_ID`` and writes it into result.json, and ``collect`` refuses a
+    result.json of another attempt (:func:`gcbench.store.trialdir.load_result`).
+    """
+    import secrets
+    from datetime import UTC, datetime
+
+    from gcbench.store.trialdir import ATTEMPT_FILE, ATTEMPTS_DIR, current_attempt
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    earlier = [p for p in outdir.iterdir() if p.name not in ("spec.json", ATTEMPTS_DIR)]
+    if earlier:
+        keep = outdir / ATTEMPTS_DIR
+        keep.mkdir(exist_ok=True)
+        n = 1 + sum(1 for _ in keep.iterdir())
+        target = keep / f"{n}-{current_attempt(outdir) or 'unrecorded'}"
+        target.mkdir()
+        for path in earlier:
+            os.replace(path, target / path.name)
+    attempt_id = secrets.token_hex(8)
+    (outdir / ATTEMPT_FILE).write_text(
+        json.dumps({"attempt_id": attempt_id, "started_at": datetime.now(UTC).isoformat()}), encoding="utf-8"
+    )
+    return attempt_id
+
+
 def trial_argv(spec_path: str, outdir: str, python: str | None = None) -> list[str]:
     """argv of the trial entry point."""
     return [python or sys.executable, "-m", "gcbench.trial", str(spec_path), str(outdir)]
 
 
-def trial_env(spec: TrialSpec, base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment of the trial process: the runner's, plus the trial's GPUs."""
+def trial_env(spec: TrialSpec, base: dict[str, str] | None = None, attempt_id: str | None = None) -> dict[str, str]:
+    """Environment of the trial process: the runner's, plus the trial's GPUs.
+
+    ``CUDA_VISIBLE_DEVICES`` holds the trial's host indices and ``CUDA_DEVICE_ORDER`` is
+    ``PCI_BUS_ID`` whatever the runner's own environment says, as in the docker runner:
+    CUDA then numbers GPUs in PCI bus order, as NVML and nvidia-smi do, so the GPU a
+    workload computes on is the one the meter measures (by default CUDA numbers them
+    fastest first, and on a host with two GPU models index 1 is another GPU for each)."""
     env = dict(os.environ if base is None else base)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop("GCBENCH_ATTEMPT_ID", None)  # never an attempt id the runner did not start
+    if attempt_id:
+        env["GCBENCH_ATTEMPT_ID"] = attempt_id
     return env
 
 
@@ -222,6 +271,19 @@ def _stop(proc: subprocess.Popen) -> None:
             time.sleep(0.05)
 
 
+def restore_devices(outdir: Path) -> str | None:
+    """Once the trial process is gone: put back a GPU setting it left in force (a power
+    cap of a trial killed before it could restore it); what was done, or None. Where the
+    runner cannot, the next trial on those GPUs finds and resets it."""
+    from gcbench.energy.powercap import restore_leftover
+
+    done = restore_leftover(Path(outdir))
+    if done:
+        with open(Path(outdir) / "runner.log", "a", encoding="utf-8") as f:
+            f.write(f"gcbench runner: {done}\n")
+    return done
+
+
 def run_local(
     spec: TrialSpec, outdir: Path, timeout_s: float, python: str | None = None, gpu_wait_s: float = 0.0
 ) -> RunnerOutcome:
@@ -246,6 +308,7 @@ def run_local(
         raise TrialInterrupted(f"trial {spec.trial_id} not started: {stop_requested()}")
     outdir = Path(outdir)
     check_writable(outdir)
+    attempt_id = begin_attempt(outdir)
     spec_path = write_spec(spec, outdir)
     started = time.monotonic()
     timed_out = False
@@ -256,7 +319,7 @@ def run_local(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=trial_env(spec),
+            env=trial_env(spec, attempt_id=attempt_id),
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )
@@ -285,6 +348,8 @@ def run_local(
                 str(outdir),
                 interrupted="the runner was stopped",
                 gpu_wait_s=gpu_wait_s,
+                device_restored=restore_devices(outdir),
+                attempt_id=attempt_id,
             ).save()
             raise
     outcome = RunnerOutcome(
@@ -295,6 +360,8 @@ def run_local(
         str(outdir),
         interrupted=interrupted,
         gpu_wait_s=gpu_wait_s,
+        device_restored=restore_devices(outdir),
+        attempt_id=attempt_id,
     )
     outcome.save()
     return outcome

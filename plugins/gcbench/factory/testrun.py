@@ -275,7 +275,7 @@ def _finish_interrupted(plan, dag_run, conf: dict, reason: str, status: dict) ->
     after the report task started); returns ``{reason, done, total, missing}``."""
     from gcbench import config
     from gcbench.errors import GCBenchError
-    from gcbench.factory.dag import record_interruption
+    from gcbench.factory.tasks import record_interruption
 
     try:
         note, done, total, recorded_now = record_interruption(plan, dag_run.run_id, conf, reason)

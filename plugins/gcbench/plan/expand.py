@@ -130,8 +130,16 @@ def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, chec
     then the workload's own ``check_settings`` judges choices and ranges, so a plan
     with ``memory: pinnned`` fails at validation, not when its trials run.
     """
+    from gcbench.spec import TRIAL_SETTINGS, trial_setting_problem
+
+    for key, value in settings.items():
+        if key in TRIAL_SETTINGS and (defaults is None or key not in defaults):
+            problem = trial_setting_problem(key, value)
+            if problem:
+                return key, problem
     if defaults is None:
         return None
+    settings = {k: v for k, v in settings.items() if k in defaults or k not in TRIAL_SETTINGS}
     for key, value in settings.items():
         problem = _type_problem(value, defaults.get(key))
         if problem:
@@ -155,6 +163,7 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         PlanError: naming the workload's field and line.
     """
     lines = lines or {}
+    from gcbench.spec import TRIAL_SETTINGS
     from gcbench.workloads import defaults_for
 
     for i, w in enumerate(plan.workloads):
@@ -180,12 +189,12 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
         if defaults is not None:
             for where, keys in (("settings", w.settings), ("matrix", w.matrix)):
                 for key in keys:
-                    if key not in defaults and key != "gpus":
+                    if key not in defaults and key != "gpus" and key not in TRIAL_SETTINGS:
                         raise PlanError(
                             source,
                             lines.get(("workloads", i, where, key)),
                             f"workloads[{i}].{where}.{key}",
-                            f"unknown {w.kind} setting; known: {', '.join(sorted(defaults))}",
+                            f"unknown {w.kind} setting; known: {', '.join(sorted({*defaults, *TRIAL_SETTINGS}))}",
                         )
         checker = settings_checker(w.kind)
         _check_program(plan, w, i, lines, source)

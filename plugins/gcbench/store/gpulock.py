@@ -19,6 +19,15 @@ whatever mix of DAGs, plans, GPU counts and ``gcbench run`` sessions:
   :data:`LOG_EVERY_S` seconds and bounded by ``GCBENCH_GPU_LOCK_TIMEOUT_S``
   (:data:`DEFAULT_TIMEOUT_S`).
 
+Resources wider than a GPU get the same lease (C13): RAPL counts a whole CPU socket and
+CodeCarbon the whole machine, so two trials on two GPUs of one host would each book the
+other's CPU energy. Every trial also takes the host's lock ``<host>/host-energy``
+(:func:`host_key`), before its GPUs: *exclusive* when it measures a host-wide meter
+(:func:`gcbench.energy.hostshare.measures_host_energy`), *shared* otherwise. Trials
+that measure no host-wide energy still run side by side on their own GPUs; one that does
+runs alone on its host, so its CPU figures are its own. (Trials started outside a lease,
+e.g. by hand, are caught afterwards: :mod:`gcbench.energy.hostshare` flags overlaps.)
+
 Everything that writes to the same results database sees the same locks: one
 central database (docs/multi-host.md) covers every host. Source: PostgreSQL manual,
 "Advisory Locks" (section 13.3.5) and ``pg_advisory_lock`` (section 9.28.10).
@@ -89,6 +98,15 @@ def gpu_keys(devices: list[int], host: str | None = None) -> list[str]:
     return [f"{host}/gpu{d}" for d in sorted(set(devices))]
 
 
+def host_key(host: str | None = None) -> str:
+    """Lock key of the host's host-wide meters (RAPL sockets, the whole machine).
+
+    >>> host_key("h200a")
+    'h200a/host-energy'
+    """
+    return f"{host or gpu_host()}/host-energy"
+
+
 def lock_timeout_s() -> float:
     """``GCBENCH_GPU_LOCK_TIMEOUT_S`` (seconds, > 0) or :data:`DEFAULT_TIMEOUT_S`.
 
@@ -115,11 +133,15 @@ class GpuLease:
         keys: the GPU keys held (``host/gpuN``), in the order taken.
         wait_s: seconds spent waiting for them (0 when they were free).
         holder: the description other waiters see (``application_name``).
+        host_key: the host lock held (:func:`host_key`); host_exclusive: held alone
+            (the trial measures a host-wide meter) rather than shared.
     """
 
     keys: list[str]
     wait_s: float = 0.0
     holder: str = ""
+    host_key: str | None = None
+    host_exclusive: bool = False
     _conn: Any = field(default=None, repr=False)  # a psycopg2 connection (untyped)
 
     def alive(self) -> bool:
@@ -158,17 +180,22 @@ def hold_gpus(
     timeout_s: float | None = None,
     log: Callable[[str], None] = print,
     should_stop: Callable[[], object] | None = None,
+    host_energy: bool = False,
 ) -> Iterator[GpuLease]:
-    """Lease a trial's GPUs for the duration of the ``with`` block.
+    """Lease a trial's GPUs (and its share of the host) for the duration of the ``with`` block.
 
     Args:
-        devices: the trial's GPU indices on this host; empty: nothing is locked.
+        devices: the trial's GPU indices on this host; empty: no GPU is locked (the
+            host lock still is).
         holder: what other waiters are told holds the GPU (trial id, plan, run).
         host: the GPU machine's name in the keys; default :func:`gpu_host`.
         url: results database URL; default ``GCBENCH_DATABASE_URL`` or the embedded one.
         timeout_s: longest wait; default :func:`lock_timeout_s`.
         log: where waiting is reported (the task log).
         should_stop: polled between attempts; a true value (e.g. a reason) gives up the wait.
+        host_energy: the trial measures a host-wide meter (RAPL, CodeCarbon): the host
+            lock is taken exclusively, so no other trial runs on the host meanwhile;
+            otherwise it is shared (see the module docstring).
 
     Yields:
         A :class:`GpuLease` (its ``wait_s`` says how long the trial waited).
@@ -184,22 +211,26 @@ def hold_gpus(
     from gcbench.store import db
 
     keys = gpu_keys(devices, host)
-    if not keys:
-        yield GpuLease([], 0.0, holder)
-        return
+    whole = host_key(host)
     timeout = lock_timeout_s() if timeout_s is None else timeout_s
     conn = db.connect(url)
     try:
         try:
-            wait_s = _acquire(conn, keys, holder, timeout, log, should_stop)
+            wait_s = _acquire(
+                conn, [(whole, host_energy), *((k, True) for k in keys)], holder, timeout, log, should_stop
+            )
         except (psycopg2.OperationalError, psycopg2.InterfaceError) as exc:
             from gcbench.errors import StoreError
 
             raise StoreError(
                 f"lost the results database while leasing GPUs {', '.join(keys)}: {str(exc).strip()}"
             ) from exc
-        lease = GpuLease(keys, wait_s, holder, conn)
-        log(f"GPUs {', '.join(keys)} leased" + (f" after waiting {wait_s:.1f} s" if wait_s >= 0.05 else ""))
+        lease = GpuLease(keys, wait_s, holder, whole, host_energy, conn)
+        log(
+            (f"GPUs {', '.join(keys)} leased" if keys else "no GPU leased")
+            + (f" after waiting {wait_s:.1f} s" if wait_s >= 0.05 else "")
+            + (f" ({whole} exclusive: host-wide energy measured)" if host_energy else f" ({whole} shared)")
+        )
         yield lease
         if not lease.alive():
             log(
@@ -212,13 +243,14 @@ def hold_gpus(
 
 def _acquire(
     conn,
-    keys: list[str],
+    keys: list[tuple[str, bool]],
     holder: str,
     timeout: float,
     log: Callable[[str], None],
     should_stop: Callable[[], object] | None,
 ) -> float:
-    """Take the locks of ``keys`` in order on ``conn``; returns the seconds waited."""
+    """Take the locks of ``keys`` ((key, exclusive) pairs) in order on ``conn``; returns
+    the seconds waited."""
     import psycopg2
 
     conn.autocommit = True
@@ -228,25 +260,27 @@ def _acquire(
         cur.execute("SET lock_timeout = %s", (f"{int(ATTEMPT_S * 1000)}ms",))
     started = time.monotonic()
     next_log = started
-    for key in keys:
+    for key, exclusive in keys:
+        call = "pg_advisory_lock" if exclusive else "pg_advisory_lock_shared"
+        what = f"host lock {key}" if key.endswith("/host-energy") else f"GPU {key}"
         while True:
             try:
                 with conn.cursor() as cur:
-                    cur.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, key))
+                    cur.execute(f"SELECT {call}(%s, hashtext(%s))", (LOCK_CLASS, key))
                 break
             except psycopg2.errors.LockNotAvailable:
                 waited = time.monotonic() - started
                 if should_stop is not None and should_stop():
-                    raise LeaseAborted(f"stopped while waiting for GPU {key}") from None
+                    raise LeaseAborted(f"stopped while waiting for {what}") from None
                 if waited >= timeout:
                     raise GpuBusyError(
-                        keys,
-                        f"GPU {key} still in use after waiting {waited:.0f} s "
+                        [k for k, _ in keys],
+                        f"{what} still in use after waiting {waited:.0f} s "
                         f"(GCBENCH_GPU_LOCK_TIMEOUT_S={timeout:.0f}); held by "
                         f"{', '.join(holders(conn, key)) or 'unknown'}",
                     ) from None
                 if time.monotonic() >= next_log:
                     who = ", ".join(holders(conn, key)) or "another trial"
-                    log(f"waiting for GPU {key} ({waited:.0f} s so far): in use by {who}")
+                    log(f"waiting for {what} ({waited:.0f} s so far): in use by {who}")
                     next_log = time.monotonic() + LOG_EVERY_S
     return time.monotonic() - started

@@ -35,46 +35,17 @@ reason and without its files, and never fails again on every retry.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import math
-import re
-from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from gcbench.energy.base import SAMPLE_COLUMNS
 from gcbench.errors import StoreError, TrialError
 from gcbench.spec import TrialSpec
-from gcbench.store.sanitize import (
-    IngestNotes,
-    check_result_shape,
-    clean_json,
-    clean_text,
-    decode_utf8,
-    parse_int,
-    pg_time,
-)
-
-LOG_TAIL_BYTES = 4000
-MAX_RESULT_BYTES = 64 << 20
-"""Largest result.json read (a real one is a few KiB); a larger one is refused."""
-MAX_SAMPLE_TEXT_CHARS = 256
-"""Longest ``device``/``source`` label of a sample stored (``gpu0``, ``cpu:package-0``)."""
-UINT64_MAX = (1 << 64) - 1
-
-_FLOAT_COLUMNS = ("t_s", "power_w", "power_instant_w", "energy_j", "temperature_c", "sm_clock_mhz")
-_UINT64_COLUMNS = ("clocks_event_reasons",)
-_TEXT_COLUMNS = ("device", "source")
-_REQUIRED_COLUMNS = ("t_s", "device", "source")
-_FLOAT_RE = re.compile(rb"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-_UINT_RE = re.compile(rb"^\+?\d+$")
-_HEX_RE = re.compile(rb"^0[xX][0-9a-fA-F]+$")
-_NON_FINITE = "('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+from gcbench.store.samples import copy_samples
+from gcbench.store.sanitize import IngestNotes, clean_json, clean_text, pg_time
+from gcbench.store.trialdir import load_result, progress_rows, read_log_tail, runner_timed_out
 
 
 @dataclass
@@ -135,545 +106,10 @@ def metric_unit(name: str) -> str | None:
     return None
 
 
-def read_log_tail(outdir: Path, limit: int = LOG_TAIL_BYTES, notes: IngestNotes | None = None) -> str:
-    """The last ``limit`` bytes of the trial's logs (trial.log, then runner.log), as
-    text PostgreSQL stores: a character split by the cut is left out, invalid UTF-8
-    and NUL bytes become U+FFFD (counted in ``notes``)."""
-    parts = []
-    for name in ("trial.log", "runner.log"):
-        path = outdir / name
-        try:
-            with open(path, "rb") as f:
-                size = f.seek(0, io.SEEK_END)
-                f.seek(max(0, size - limit))
-                data = f.read(limit)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            parts.append(f"--- {name} ---\n(unreadable: {exc})")
-            continue
-        if size > limit:  # the cut may fall inside a character: start at the next one
-            skip = 0
-            while skip < min(3, len(data)) and 0x80 <= data[skip] <= 0xBF:
-                skip += 1
-            data = data[skip:]
-        text = clean_text(decode_utf8(data, f"log tail ({name})", notes), f"log tail ({name})", notes)
-        parts.append(f"--- {name} ---\n" + text)
-    return "\n".join(parts)[-limit * 2 :]
-
-
-def _pg_float(field: bytes) -> bytes | None:
-    """A samples.csv number as PostgreSQL's float8 takes it and keeps it (finite, not
-    underflowing to 0: ``1e-400`` is refused by the server), or None."""
-    f = field.strip()
-    m = _FLOAT_RE.match(f)
-    if not m:
-        return None
-    value = float(f)
-    if not math.isfinite(value) or (value == 0.0 and m.group(1).strip(b"0.")):
-        return None
-    return f
-
-
-def _pg_uint64(field: bytes) -> bytes | None:
-    """An unsigned 64-bit integer (decimal, or 0x hex) as its decimal digits, or None."""
-    f = field.strip()
-    if _UINT_RE.match(f):
-        value = int(f)
-    elif _HEX_RE.match(f):
-        value = int(f, 16)
-    else:
-        return None
-    return str(value).encode() if value <= UINT64_MAX else None
-
-
-class SampleStream(io.RawIOBase):
-    """A file-like stream of samples.csv rows prefixed with the trial's key, for COPY,
-    each field made storable on its own.
-
-    Reads line by line (memory bounded by one line). The header must match
-    :data:`SAMPLE_COLUMNS`. A row is dropped (counted in :attr:`drops` by why) only
-    when it cannot be placed: cut short (no newline), a wrong number of fields, no
-    finite ``t_s``, no ``device`` or ``source``. Otherwise every field is kept or
-    made storable alone: a number the column cannot hold (not PostgreSQL syntax, not
-    finite, under- or overflowing, ``clocks_event_reasons`` not an integer in
-    [0, 2^64 - 1]) is written NULL and counted in :attr:`nulled`; a label with invalid
-    UTF-8 or NUL bytes is stored with U+FFFD (counted in :attr:`repaired`) and quoted.
-    """
-
-    def __init__(self, path: Path, trial_pk: int):
-        self._f = open(path, "rb")
-        header = self._f.readline().decode("utf-8", errors="replace").strip()
-        if header != ",".join(SAMPLE_COLUMNS):
-            self._f.close()
-            raise TrialError(None, f"{path}: unexpected samples header {header!r}")
-        self._prefix = f"{trial_pk},".encode()
-        self._buf = b""
-        self.rows = 0
-        self.drops: Counter[str] = Counter()
-        self.nulled: Counter[str] = Counter()
-        self.repaired: Counter[str] = Counter()
-        self._n_fields = len(SAMPLE_COLUMNS)
-
-    @property
-    def dropped(self) -> int:
-        """Rows not stored."""
-        return sum(self.drops.values())
-
-    def _text(self, col: str, field: bytes) -> bytes:
-        text = field.decode("utf-8", "replace").replace("\x00", "\ufffd")
-        if len(text) > MAX_SAMPLE_TEXT_CHARS:
-            text = text[:MAX_SAMPLE_TEXT_CHARS]
-        if text.encode() != field:
-            self.repaired[col] += 1
-        return b'"' + text.replace('"', '""').encode() + b'"'
-
-    def _row(self, line: bytes) -> bytes | None:
-        if not line.endswith(b"\n"):
-            self.drops["cut short (no end of line: the trial was killed while writing it)"] += 1
-            return None
-        fields = line.rstrip(b"\r\n").split(b",")
-        if len(fields) != self._n_fields:
-            self.drops[f"{len(fields)} fields instead of {self._n_fields}"] += 1
-            return None
-        out = []
-        for col, value in zip(SAMPLE_COLUMNS, fields, strict=True):
-            if col in _TEXT_COLUMNS:
-                if not value:
-                    self.drops[f"no {col}"] += 1
-                    return None
-                out.append(self._text(col, value))
-                continue
-            kept = (_pg_uint64 if col in _UINT64_COLUMNS else _pg_float)(value) if value.strip() else b""
-            if kept is None:
-                if col in _REQUIRED_COLUMNS:
-                    self.drops[f"{col} not a finite number"] += 1
-                    return None
-                self.nulled[col] += 1
-                kept = b""
-            elif not kept and col in _REQUIRED_COLUMNS:
-                self.drops[f"no {col}"] += 1
-                return None
-            out.append(kept)
-        return self._prefix + b",".join(out) + b"\n"
-
-    def _lines(self) -> Iterator[bytes]:
-        for line in self._f:
-            if not line.strip():
-                continue
-            row = self._row(line)
-            if row is not None:
-                self.rows += 1
-                yield row
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        if not hasattr(self, "_it"):
-            self._it = self._lines()
-        while size < 0 or len(self._buf) < size:
-            try:
-                self._buf += next(self._it)
-            except StopIteration:
-                break
-        if size < 0:
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:size], self._buf[size:]
-        return out
-
-    def readline(self, size: int | None = -1) -> bytes:  # psycopg2 may call it
-        return self.read(size if size is not None and size > 0 else 65536)
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
-class PrefixedStream(io.RawIOBase):
-    """samples.csv (header skipped) with ``<trial_pk>,`` put before every line, for COPY.
-
-    Works on 1 MiB blocks with ``bytes.replace`` (no per-line Python work), so COPY
-    runs at the server's speed; no validation: a bad row makes the server refuse the
-    COPY, and :func:`copy_samples` falls back to :class:`SampleStream`.
-    """
-
-    BLOCK = 1 << 20
-
-    def __init__(self, path: Path, trial_pk: int):
-        self._f = open(path, "rb")
-        self._f.readline()
-        self._prefix = f"{trial_pk},".encode()
-        self._rest = b""
-        self._out = b""
-        self._eof = False
-
-    def readable(self) -> bool:
-        return True
-
-    def _fill(self) -> None:
-        block = self._f.read(self.BLOCK)
-        if not block:
-            self._eof = True
-            if self._rest:  # a last line without newline (cut short): let the server judge it
-                self._out += self._prefix + self._rest
-                self._rest = b""
-            return
-        data = self._rest + block
-        cut = data.rfind(b"\n") + 1
-        self._rest = data[cut:]
-        if cut:
-            lines = data[:cut]
-            self._out += self._prefix + lines[:-1].replace(b"\n", b"\n" + self._prefix) + b"\n"
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._out) < size):
-            self._fill()
-        if size < 0:
-            out, self._out = self._out, b""
-        else:
-            out, self._out = self._out[:size], self._out[size:]
-        return out
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return self.read(size if size is not None and size > 0 else 65536)
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
-class SampleCopy(NamedTuple):
-    """What :func:`copy_samples` stored.
-
-    Attributes:
-        rows: samples stored.
-        dropped: rows not stored, by why (``Counter``).
-        nulled: {column: values stored as NULL} (``Counter``).
-        repaired: {column: labels stored with bytes replaced} (``Counter``).
-    """
-
-    rows: int
-    dropped: Counter
-    nulled: Counter
-    repaired: Counter
-
-    def notes(self, notes: IngestNotes) -> None:
-        """Write what was dropped, nulled and repaired into ``notes``."""
-        if self.dropped:
-            why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
-            notes.add(f"samples.csv: {sum(self.dropped.values())} row(s) not stored ({why})")
-        for col, n in sorted(self.nulled.items()):
-            notes.add(
-                f"samples.csv: {col} stored as NULL in {n} row(s) (not a value the column holds: "
-                f"{'an unsigned 64-bit integer' if col in _UINT64_COLUMNS else 'a finite number'}); "
-                f"the rows kept",
-                nulled=n,
-            )
-        for col, n in sorted(self.repaired.items()):
-            notes.add(
-                f"samples.csv: {col} of {n} row(s) stored with invalid UTF-8 or NUL bytes replaced with U+FFFD",
-                repaired=n,
-            )
-
-
-def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
-    """COPY a samples.csv into ``samples`` for one trial.
-
-    Fast path: the file is streamed to the server as it is, each line prefixed with
-    the trial key (:class:`PrefixedStream`); rows without a finite ``t_s`` are then
-    removed and other non-finite numbers set NULL. If the server refuses the file (a
-    row cut short by a killed trial, a stray value), the transaction returns to a
-    savepoint and the file is streamed again through :class:`SampleStream`, which makes
-    each field storable on its own. Memory stays bounded either way (1 MiB blocks).
-
-    Raises:
-        TrialError: the header is not :data:`SAMPLE_COLUMNS`.
-        psycopg2.Error: the database failed for another reason.
-    """
-    import psycopg2
-
-    with open(path, "rb") as f:
-        header = f.readline().decode("utf-8", errors="replace").strip()
-    if header != ",".join(SAMPLE_COLUMNS):
-        raise TrialError(None, f"{path}: unexpected samples header {header!r}")
-    cols = ", ".join(SAMPLE_COLUMNS)
-    copy_sql = f"COPY samples (trial_pk, {cols}) FROM STDIN WITH (FORMAT csv, NULL '')"
-    cur.execute("SAVEPOINT gcbench_copy")
-    stream = PrefixedStream(path, trial_pk)
-    try:
-        cur.copy_expert(copy_sql, stream, size=1 << 20)
-        copied = cur.rowcount
-        cur.execute(f"DELETE FROM samples WHERE trial_pk = %s AND t_s IN {_NON_FINITE}", (trial_pk,))
-        dropped = Counter({"t_s not a finite number": cur.rowcount} if cur.rowcount else {})
-        others = [c for c in _FLOAT_COLUMNS if c != "t_s"]
-        cur.execute(
-            f"SELECT {', '.join(f'count(*) FILTER (WHERE {c} IN {_NON_FINITE})' for c in others)} "
-            f"FROM samples WHERE trial_pk = %s",
-            (trial_pk,),
-        )
-        nulled = Counter({c: n for c, n in zip(others, cur.fetchone(), strict=True) if n})
-        if nulled:
-            cur.execute(
-                f"UPDATE samples SET {', '.join(f'{c} = CASE WHEN {c} IN {_NON_FINITE} THEN NULL ELSE {c} END' for c in nulled)} "
-                f"WHERE trial_pk = %s AND ({' OR '.join(f'{c} IN {_NON_FINITE}' for c in nulled)})",
-                (trial_pk,),
-            )
-        cur.execute("RELEASE SAVEPOINT gcbench_copy")
-        return SampleCopy(copied - sum(dropped.values()), dropped, nulled, Counter())
-    except (
-        psycopg2.DataError,
-        psycopg2.IntegrityError,
-        psycopg2.errors.BadCopyFileFormat,
-        psycopg2.errors.InvalidTextRepresentation,
-        psycopg2.errors.CharacterNotInRepertoire,
-    ):
-        cur.execute("ROLLBACK TO SAVEPOINT gcbench_copy")
-    finally:
-        stream.close()
-    slow = SampleStream(path, trial_pk)
-    try:
-        cur.copy_expert(copy_sql, slow, size=1 << 20)
-    finally:
-        slow.close()
-    return SampleCopy(slow.rows, slow.drops, slow.nulled, slow.repaired)
-
-
-def plan_sha256(plan_json: str) -> str:
-    """SHA-256 of a plan's canonical JSON."""
-    return hashlib.sha256(plan_json.encode()).hexdigest()
-
-
-def register_run(conn, plan, dag_id: str, run_id: str, logical_date: str | None, params: dict | None = None) -> int:
-    """Upsert the plan and the DAG run; returns the dag_runs primary key.
-
-    The plan and the trigger parameters are stored as ``jsonb``: a string PostgreSQL
-    cannot hold in them (a NUL from a YAML ``"\\0"`` escape, a lone surrogate)
-    becomes U+FFFD there (:func:`~gcbench.store.sanitize.clean_json`); the plan's
-    SHA-256 is of the plan as given.
-    """
-    plan_json = plan.model_dump_json()
-    stored_plan = json.dumps(clean_json(json.loads(plan_json), "", IngestNotes()))
-    stored_params = json.dumps(clean_json(params or {}, "", IngestNotes()), default=str)
-    with conn.cursor() as cur:
-        cur.execute(
-            "INSERT INTO plans (plan_name, plan_sha256, plan) VALUES (%s, %s, %s::jsonb) "
-            "ON CONFLICT (plan_name) DO UPDATE SET plan_sha256 = EXCLUDED.plan_sha256, plan = EXCLUDED.plan, updated_at = now()",
-            (clean_text(plan.name, "plan"), plan_sha256(plan_json), stored_plan),
-        )
-        cur.execute(
-            "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date, params) VALUES (%s, %s, %s, %s, %s::jsonb) "
-            "ON CONFLICT (dag_id, run_id) DO UPDATE SET logical_date = EXCLUDED.logical_date RETURNING id",
-            (
-                clean_text(plan.name, "plan"),
-                clean_text(dag_id, "dag id"),
-                clean_text(run_id, "run id"),
-                logical_date,
-                stored_params,
-            ),
-        )
-        pk = cur.fetchone()[0]
-    conn.commit()
-    return pk
-
-
-RESUMED_MARK = "; resumed at "
-"""What a note of an earlier, resumed interruption contains (and a fresh one does not)."""
-
-
-def _utc(ts) -> str:
-    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def reset_run_outcome(conn, dag_run_pk: int) -> None:
-    """A run is (re-)running now: its state follows this attempt, its history is kept.
-
-    The run is no longer marked interrupted (``interrupted_at`` NULL). The note of the
-    interruption being resumed ("Interrupted by SIGINT (Ctrl-C) after 13 of 21 trials;
-    running it again does the 8 missing ones.") becomes history: "Interrupted by SIGINT
-    (Ctrl-C) after 13 of 21 trials at 2026-12-01 05:34:40 UTC; resumed at 2026-12-01
-    05:35:14 UTC." Notes of earlier resumed interruptions stay; notes about a previous
-    attempt's outcome only ("Nothing to run: ...") are dropped, as this attempt writes
-    its own.
-    """
-    with conn.cursor() as cur:
-        cur.execute("SELECT notes, interrupted_at, now() FROM dag_runs WHERE id = %s FOR UPDATE", (dag_run_pk,))
-        row = cur.fetchone()
-        if row is None:
-            conn.rollback()
-            return
-        notes, interrupted_at, now = row
-        notes = notes if isinstance(notes, list) else json.loads(notes or "[]")
-        kept = []
-        for note in map(str, notes):
-            if RESUMED_MARK in note:
-                kept.append(note)  # an earlier interruption, resumed: history
-            elif interrupted_at is not None and note.startswith("Interrupted"):
-                head = note.split(";", 1)[0].rstrip(".")
-                kept.append(f"{head} at {_utc(interrupted_at)}{RESUMED_MARK}{_utc(now)}.")
-        cur.execute(
-            "UPDATE dag_runs SET notes = %s::jsonb, interrupted_at = NULL WHERE id = %s", (json.dumps(kept), dag_run_pk)
-        )
-    conn.commit()
-
-
-def add_run_note(conn, dag_run_pk: int, note: str, *, interrupted: bool = False) -> bool:
-    """Add a line to the run's notes (shown at the top of its report); with
-    ``interrupted``, also mark the run interrupted (``dag_runs.interrupted_at``).
-
-    Returns:
-        False when ``interrupted`` was asked and the run was already marked (nothing
-        is changed then), True otherwise.
-    """
-    with conn.cursor() as cur:
-        if interrupted:
-            cur.execute(
-                "UPDATE dag_runs SET interrupted_at = now(), notes = notes || %s::jsonb "
-                "WHERE id = %s AND interrupted_at IS NULL",
-                (json.dumps([note]), dag_run_pk),
-            )
-        else:
-            cur.execute(
-                "UPDATE dag_runs SET notes = notes || %s::jsonb WHERE id = %s AND NOT notes ? %s",
-                (json.dumps([note]), dag_run_pk, note),
-            )
-        changed = cur.rowcount > 0
-    conn.commit()
-    return changed or not interrupted
-
-
-def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: str | None) -> dict[str, str]:
-    """``{trial_id: status}`` already stored for this DAG run, or for its logical date.
-
-    A re-run or a backfill of a date finds the trials stored under that date by any
-    run of the same DAG, so they are not run again.
-    """
-    with conn.cursor() as cur:
-        if logical_date is not None:
-            cur.execute(
-                "SELECT t.trial_id, t.status FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
-                "WHERE r.dag_id = %s AND (r.run_id = %s OR r.logical_date = %s)",
-                (dag_id, run_id, logical_date),
-            )
-        else:
-            cur.execute(
-                "SELECT t.trial_id, t.status FROM trials t JOIN dag_runs r ON r.id = t.dag_run_id "
-                "WHERE r.dag_id = %s AND r.run_id = %s",
-                (dag_id, run_id),
-            )
-        rows = cur.fetchall()
-    conn.commit()
-    out: dict[str, str] = {}
-    for trial_id, status in rows:
-        if out.get(trial_id) != "ok":
-            out[trial_id] = status
-    return out
-
-
-def _short(value: Any) -> str:
-    return repr(value)[:80]
-
-
-def _load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dict | None, str | None]:
-    """(result, None) with every value made storable (see the module docstring), or
-    (None, why result.json is refused), or (None, None) when there is none."""
-    path = outdir / "result.json"
-    try:
-        size = path.stat().st_size
-        if size > MAX_RESULT_BYTES:
-            return None, f"result.json refused: {size} bytes, more than {MAX_RESULT_BYTES} (a result is a few KiB)"
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"result.json refused: unreadable ({exc})"
-    text = decode_utf8(raw, "result.json", notes)
-    try:
-        result = json.loads(text, parse_int=parse_int)
-    except json.JSONDecodeError as exc:
-        return None, f"result.json refused: not valid JSON ({exc})"
-    except (ValueError, RecursionError) as exc:
-        return None, f"result.json refused: not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"
-    if not isinstance(result, dict):
-        return None, "result.json refused: not a JSON object"
-    if result.get("plan") != spec.plan:
-        return None, f"result.json refused: it belongs to plan {_short(result.get('plan'))}, not {spec.plan!r}"
-    if result.get("trial_id") != spec.trial_id:
-        return None, f"result.json refused: it belongs to trial {_short(result.get('trial_id'))}, not {spec.trial_id!r}"
-    missing = [k for k in ("status", "metrics", "energy") if k not in result]
-    if missing:
-        return None, f"result.json refused: truncated, missing {', '.join(missing)}"
-    if not isinstance(result["status"], str) or result["status"] not in ("ok", "failed", "skipped"):
-        return None, f"result.json refused: unknown status {_short(result['status'])}"
-    for where, value in (
-        ("metrics", result["metrics"]),
-        ("energy", result["energy"]),
-        ("energy.main", result["energy"].get("main") if isinstance(result["energy"], dict) else None),
-    ):
-        if value is not None and not isinstance(value, dict):
-            return None, f"result.json refused: {where} is {type(value).__name__}, expected dict"
-    in_result = notes.prefixed("result.json ")
-    try:
-        result = clean_json(result, "", in_result)
-    except RecursionError:
-        return None, "result.json refused: nested too deeply to read"
-    check_result_shape(result, in_result)
-    return result, None
-
-
-def _runner_json(outdir: Path) -> dict:
-    try:
-        data = json.loads((Path(outdir) / "runner.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def runner_exit_code(outdir: Path) -> int | None:
-    """The trial's exit status as the runner saw it (runner.json), None when the file
-    is missing or unreadable (a runner killed while writing it is not a reason to stop
-    collecting)."""
-    code = _runner_json(outdir).get("exit_code")
-    return code if isinstance(code, int) and not isinstance(code, bool) and -(1 << 31) <= code < (1 << 31) else None
-
-
-def progress_rows(trial_pk: int, result: dict | None) -> list[tuple[int, str, float, int]]:
-    """Rows of the ``progress`` table from result.json's ``progress`` section.
-
-    ``{window key: {"points": [[t_s, steps], ...]}}``; points that are not a finite
-    time with a whole, non-negative, increasing step count are left out (a malformed
-    section costs its points, never the trial).
-    """
-    rows: list[tuple[int, str, float, int]] = []
-    progress = (result or {}).get("progress")
-    if not isinstance(progress, dict):
-        return rows
-    for key, prog in progress.items():
-        points = prog.get("points") if isinstance(prog, dict) else None
-        if not isinstance(key, str) or not isinstance(points, list):
-            continue
-        last = -1
-        for p in points:
-            if not (isinstance(p, list) and len(p) == 2):
-                continue
-            t, n = p
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-                continue
-            if isinstance(n, bool) or not isinstance(n, int) or not last < n < (1 << 63):
-                continue
-            rows.append((trial_pk, key, float(t), n))
-            last = n
-    return rows
-
-
-def runner_interrupted(outdir: Path) -> str | None:
-    """Why the runner stopped the trial on request (runner.json ``interrupted``,
-    e.g. "SIGINT (Ctrl-C)"), or None when it was not stopped."""
-    reason = _runner_json(outdir).get("interrupted")
-    if not isinstance(reason, str) or not reason:
-        return None
-    return reason.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")[:200]  # text PostgreSQL takes
+def status_killed(exit_code: int | None) -> bool:
+    """Whether the runner saw the trial process killed: a signal (negative status of a
+    subprocess) or a container killed by SIGKILL/SIGTERM (128 + 9, 128 + 15)."""
+    return exit_code is not None and (exit_code < 0 or exit_code in (137, 143))
 
 
 def co2e_metrics(
@@ -811,7 +247,7 @@ def _store_trial(
     import psycopg2.extras
 
     notes = IngestNotes()
-    result, refusal = _load_result(outdir, spec, notes) if refused is None else (None, refused)
+    result, refusal = load_result(outdir, spec, notes) if refused is None else (None, refused)
     samples_path = outdir / "samples.csv"
     if refused is not None:
         notes.add(f"stored without its files: {refused}")
@@ -836,10 +272,20 @@ def _store_trial(
             error = "trial process ended without a result"
         partial = True
         metrics: dict[str, Any] = {}
+    elif status_killed(exit_code) and result["status"] != "failed":
+        # this attempt's own result, but the runner saw the process killed afterwards
+        # (at its time limit, by the OOM killer): not a trial that ended on its own
+        status = "failed"
+        error = f"killed (exit status {exit_code}) after writing result.json (status {result['status']})"
+        partial = True
+        metrics = {}
     else:
         status = result["status"]
         error = result.get("error")
         partial = status != "ok"
+        stopped = interrupted or ("the trial's time limit" if runner_timed_out(outdir) else None)
+        if stopped and status == "failed":  # the trial unwound on the runner's SIGTERM and wrote its result
+            error = f"interrupted: {stopped}; the trial was stopped, its samples up to the stop are kept ({error})"
         metrics = dict(result.get("metrics") or {}) if status == "ok" else {}
         metrics.update(co2e_metrics(metrics, carbon, result))
     energy_main = ((result or {}).get("energy") or {}).get("main") or {}
@@ -888,7 +334,7 @@ def _store_trial(
             repetition=spec.repetition,
             spec=json.dumps(spec_doc),
             status=status,
-            exit_code=result_code if result_code is not None else exit_code,
+            exit_code=exit_code if status_killed(exit_code) or result_code is None else result_code,
             error=text(error, "error"),
             log_tail=log_tail,
             result=result_json,

@@ -84,11 +84,17 @@ def window_steps(spec: TrialSpec, default: int = 10) -> int:
 
 
 def settings(spec: TrialSpec, defaults: dict[str, Any]) -> dict[str, Any]:
-    """``defaults`` overlaid with the spec's settings; unknown keys raise ValueError."""
-    unknown = set(spec.settings) - set(defaults)
+    """``defaults`` overlaid with the spec's settings; unknown keys raise ValueError.
+
+    The trial-level settings (:data:`gcbench.spec.TRIAL_SETTINGS`, e.g. ``power_cap_w``)
+    are applied by the trial process around every kind: accepted here and left out,
+    unless the kind lists one itself."""
+    from gcbench.spec import TRIAL_SETTINGS
+
+    unknown = set(spec.settings) - set(defaults) - set(TRIAL_SETTINGS)
     if unknown:
         raise ValueError(f"unknown {spec.kind} settings: {', '.join(sorted(unknown))}")
-    return {**defaults, **spec.settings}
+    return {**defaults, **{k: v for k, v in spec.settings.items() if k in defaults}}
 
 
 SETTINGS_EFFECTIVE = "settings_effective"

@@ -25,9 +25,9 @@ Method:
   asks this (the trial) process over a localhost socket to open and close the measured
   windows, with barriers on both sides, so process start-up, data loading and warm-up
   stay outside the window while every rank's work is inside it.
-* Power cap: :class:`gcbench.energy.powercap.PowerCap` on the trial's GPUs from before
-  the launch until after evaluation, restored on any failure. Without the permission
-  the trial is skipped (needs CAP_SYS_ADMIN).
+* Power cap: the plan's ``power_cap_w`` is applied by the trial process around the
+  workload, for every kind (:class:`gcbench.energy.powercap.TrialPowerCap`), so it holds
+  from before the launch until after evaluation; nothing here touches it.
 * Precision: ``fp32`` (TF32 off unless ``allow_tf32``), or ``amp``: float16 autocast
   with a gradient scaler on CUDA; on CPU bfloat16 autocast (``torch.autocast("cpu")``),
   reported as ``precision_effective = "amp-bf16-cpu"``.
@@ -35,8 +35,7 @@ Method:
 Windows: ``main`` (training of the whole budget), ``eval`` (test-set accuracy on rank 0).
 ``spec.window`` is not used: the budget is ``train_samples``.
 
-Settings (defaults): gpus 1, precision ``fp32``, power_cap_w None (W per GPU),
-global_batch 256, train_samples 50000, stem ``imagenet``, dataset ``cifar10`` |
+Settings (defaults): gpus 1, precision ``fp32``, global_batch 256, train_samples 50000, stem ``imagenet``, dataset ``cifar10`` |
 ``synthetic``, data_dir None (``$GCBENCH_DATA_DIR/cifar10`` or
 ``~/.cache/gcbench/cifar10``), download False, synthetic_train_per_batch 1000,
 synthetic_test 1000, test_samples None (all), eval_batch 500, lr 0.1, momentum 0.9,
@@ -46,15 +45,13 @@ Returns (units in names): samples (trained in ``main``), steps, global_batch,
 per_gpu_batch, gpus, world_size, train_samples_requested, loss (mean training loss of
 the last step over all ranks), loss_mean (over the window), accuracy (test, 0..1),
 test_samples, parameters, stem, precision, precision_effective, allow_tf32,
-device_kind, backend, dataset, power_cap_w, power_limit_enforced_w,
-power_limit_previous_w; settings_effective and settings_not_in_effect
+device_kind, backend, dataset; settings_effective and settings_not_in_effect
 (:func:`settings_in_effect`).
 
 Raises:
     ValueError: inconsistent settings (batch not divisible by gpus, budget below one
         global batch, unknown precision or stem, more GPUs than visible).
     FileNotFoundError: CIFAR-10 not found and ``download`` is off.
-    PowerCapPermissionError etc. (SkipTrial): the cap cannot be applied.
     RuntimeError: a DDP worker failed (with the tail of its log).
 """
 
@@ -75,7 +72,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gcbench.errors import SkipTrial
 from gcbench.kinds import WorkloadKind
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, settings
@@ -83,7 +79,6 @@ from gcbench.workloads import TrialContext, settings
 DEFAULTS: dict[str, Any] = {
     "gpus": 1,
     "precision": "fp32",
-    "power_cap_w": None,
     "global_batch": 256,
     "train_samples": 50_000,
     "stem": "imagenet",
@@ -313,8 +308,6 @@ def train(
 
 def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     """Train ResNet-50 on CIFAR-10 for the fixed budget; see the module docstring."""
-    from gcbench.energy.powercap import PowerCap
-
     cfg = settings(spec, DEFAULTS)
     check_settings(cfg)
     if spec.warmup.seconds is not None or spec.warmup.until_stable is not None:
@@ -329,20 +322,11 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         if gpus > torch.cuda.device_count():
             raise ValueError(f"resnet_cifar gpus={gpus} but {torch.cuda.device_count()} CUDA device(s) visible")
 
-    cap_w = cfg["power_cap_w"]
-    with ExitStack() as stack:
-        try:
-            nvml_indices = _nvml_indices(gpus, on_cuda, spec.devices) if cap_w is not None else []
-            cap = stack.enter_context(PowerCap(cap_w, nvml_indices))
-        except SkipTrial as exc:  # the cap cannot be set here: skipped, and the report says which setting
-            exc.not_in_effect.setdefault("power_cap_w", f"{cap_w:g} W cap not applied: {exc}")
-            raise
-        if gpus == 1:
-            out = train(cfg, folder, spec.seed, warmup_steps, 0, 1, str(ctx.device), ctx.window)
-            out["backend"] = None
-        else:
-            out = _run_distributed(cfg, folder, spec, warmup_steps, ctx, on_cuda)
-        out.update(cap.metrics())
+    if gpus == 1:
+        out = train(cfg, folder, spec.seed, warmup_steps, 0, 1, str(ctx.device), ctx.window)
+        out["backend"] = None
+    else:
+        out = _run_distributed(cfg, folder, spec, warmup_steps, ctx, on_cuda)
     out.update({"gpus": gpus, "dataset": cfg["dataset"]})
     out.update(settings_in_effect(cfg, on_cuda))
     return out
@@ -354,9 +338,8 @@ def settings_in_effect(cfg: dict[str, Any], on_cuda: bool) -> dict[str, Any]:
 
     Without CUDA, ``gpus`` is not in effect (the work ran in that many CPU processes,
     no GPU), nor is ``precision: amp`` (bfloat16 autocast on the CPU, not float16 AMP)
-    or ``allow_tf32: true`` (TF32 exists only on a GPU). A power cap that could not be
-    set never gets here: the trial is skipped (:class:`gcbench.errors.SkipTrial` with
-    ``not_in_effect`` naming ``power_cap_w``).
+    or ``allow_tf32: true`` (TF32 exists only on a GPU). A power cap is the trial's
+    (:class:`gcbench.energy.powercap.TrialPowerCap`), not recorded here.
     """
     from gcbench.workloads import AMP_ON_CPU, effective
 
@@ -373,18 +356,6 @@ def settings_in_effect(cfg: dict[str, Any], on_cuda: bool) -> dict[str, Any]:
         used["allow_tf32"] = False
         not_in_effect["allow_tf32"] = "no CUDA device: TF32 exists only on a GPU"
     return effective(cfg, used, not_in_effect)
-
-
-def _nvml_indices(gpus: int, on_cuda: bool, devices: list[int]) -> list[int]:
-    """NVML indices of the GPUs this trial trains on (by UUID on CUDA)."""
-    if on_cuda:
-        import torch
-
-        from gcbench.energy.powercap import nvml_indices_for_uuids
-
-        uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(gpus)]
-        return nvml_indices_for_uuids(uuids)
-    return list(devices[:gpus])
 
 
 def _package_root() -> str:
