@@ -13,8 +13,9 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
   ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``), ``{"done": true, "rows": n}``
   at the end.
 
-nvidia-smi rows are timed on this process's monotonic clock when they are read, not
-by their printed wall-clock timestamp (see :class:`gcbench.energy.smi.SmiStream`).
+nvidia-smi rows are timed on this process's monotonic clock: their printed wall-clock
+timestamps give their spacing (checked for steps), the reads anchor them (see
+:class:`gcbench.energy.smi.SmiStream`).
 
 The simulated device is a model, not a sensor: once ``stop`` has come, no window edge
 can follow, so its remaining reads (the counter burst and the cross-check's power tail,

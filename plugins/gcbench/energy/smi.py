@@ -254,6 +254,18 @@ def error_device(line: str) -> str:
     return f"GPU {m.group('id')}" if m else "nvidia-smi"
 
 
+def is_header_line(line: str, fields: list[str]) -> bool:
+    """True for nvidia-smi's CSV header of ``fields`` (``timestamp, index, power.draw [W]``),
+    which it repeats mid-stream in some modes: a line to skip, never a row or an error."""
+    if not fields:
+        return False
+    try:
+        cols = parse_header(line)
+    except StopIteration:
+        return False
+    return [f for f, _ in cols] == list(fields)
+
+
 def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
     """A whole ``--query-gpu`` output.
 
@@ -263,7 +275,8 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
         fields: the queried fields, required when there is no header.
 
     Returns:
-        one {field: value} per row (see :func:`parse_value`).
+        one {field: value} per row (see :func:`parse_value`). Blank lines and repeated
+        header lines (:func:`is_header_line`) are skipped wherever they appear.
 
     Raises:
         ValueError: the output is nvidia-smi's invalid-field message (see
@@ -281,8 +294,11 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
         columns, lines = parse_header(lines[0]), lines[1:]
     else:
         columns = [(f, None) for f in fields]
+    names = [f for f, _ in columns]
     rows, bad = [], []
     for ln in lines:
+        if is_header_line(ln, names):
+            continue  # a repeated header (blank lines were dropped above): skipped, not an error
         try:
             rows.append(parse_csv_line(ln, columns))
         except ValueError:
@@ -384,21 +400,32 @@ def row_to_sample(row: dict, roles: dict[str, str]) -> dict:
 class SmiStream:
     """Streamed ``--query-gpu ... -lms N`` output -> samples timed on the monotonic clock.
 
-    ``t_s`` of a row is the sampler's monotonic time when the row was read, never its
-    printed ``timestamp`` (local wall-clock time: a time zone, a daylight-saving change
-    or an NTP step would move or reorder samples). When one read returns several rows
-    (nvidia-smi buffered them), the earlier ones are placed back by their printed
-    distance to the last one, bounded by the previous read and kept in order, so a
-    wall-clock step moves no sample by more than the interval between two reads and
-    never reorders them. The printed time is kept as a cross-reference: a change of
-    more than ``clock_step_s`` in (printed time - t_s) between two rows is reported as
-    an ``nvidia_smi_clock_step`` event.
+    A row's ``t_s`` is its printed ``timestamp`` plus an *offset* onto the sampler's
+    monotonic clock, so rows keep the spacing nvidia-smi printed even when several
+    arrive in one read (a buffered pipe, a slow reader). A row is never read before it
+    was printed, so ``read_t_s - printed`` bounds the offset from above for every row;
+    the offset is the smallest such bound seen (the least-delayed read), i.e. it is
+    anchored on the monotonic clock, never on the wall clock.
+
+    The printed time is local wall-clock time: a time zone, a daylight-saving change or
+    an NTP step moves it. Its differences are therefore checked: a row printed *before*
+    the previous one, or further after it than the monotonic time that has passed
+    allows (more than ``clock_step_s`` beyond it), is a clock step; the printed
+    difference across it is refused, the offset re-anchored on that read, and an
+    ``nvidia_smi_clock_step`` event reported (``step_s``: how far the printed clock moved
+    against the monotonic one). Rows are kept in order and never placed after their
+    read or before ``start_t_s``. A slow drift of the wall clock against the monotonic
+    one (NTP slewing, at most 500 ppm) shifts rows by at most that fraction of the
+    stream's length.
+
+    Blank lines and repeated header lines (nvidia-smi repeats its header in some modes)
+    are skipped.
 
     Args:
         roles: {role: field} from :func:`probe_fields`.
         start_t_s: when nvidia-smi was started, s on the sampler's clock (no row is
             placed earlier).
-        clock_step_s: the change of printed-time offset reported as a clock step, s.
+        clock_step_s: tolerance of the step check, s.
 
     :meth:`feed` returns (samples, events): samples are ``(t_s, {role: value})`` with
     ``timestamp`` removed; events are dicts for the sampler's event stream:
@@ -410,10 +437,20 @@ class SmiStream:
     def __init__(self, roles: dict[str, str], start_t_s: float = 0.0, clock_step_s: float = 0.5):
         self.roles = roles
         self.columns: list[tuple[str, str | None]] = [(f, None) for f in dict.fromkeys(roles.values())]
+        self.fields = [f for f, _ in self.columns]
         self.buf = b""
         self.floor_t_s = start_t_s
         self.clock_step_s = clock_step_s
         self.offset_s: float | None = None
+        self.last_printed_s: float | None = None
+        self.ref_printed: datetime | None = None
+
+    def _is_step(self, printed_s: float, read_t_s: float) -> bool:
+        prev = self.last_printed_s
+        if prev is None:
+            return False
+        gap = printed_s - prev
+        return gap < 0 or gap > (read_t_s - self.floor_t_s) + self.clock_step_s
 
     def feed(self, data: bytes, read_t_s: float) -> tuple[list[tuple[float, dict]], list[dict]]:
         """Add bytes read at ``read_t_s`` (s, monotonic); returns (samples, events)."""
@@ -423,7 +460,7 @@ class SmiStream:
         events: list[dict] = []
         for raw in raw_lines:
             line = raw.decode("utf-8", "replace").strip()
-            if not line:
+            if not line or is_header_line(line, self.fields):
                 continue
             try:
                 rows.append(row_to_sample(parse_csv_line(line, self.columns), self.roles))
@@ -432,26 +469,49 @@ class SmiStream:
                 events.append({"event": kind, "device": error_device(line), "line": line[:200], "t_s": read_t_s})
         if not rows:
             return [], events
-        times = [0.0] * len(rows)
-        last = rows[-1].get("timestamp")
-        times[-1] = max(read_t_s, self.floor_t_s)
-        for i in range(len(rows) - 2, -1, -1):
-            ts = rows[i].get("timestamp")
-            back = (last - ts).total_seconds() if ts is not None and last is not None else 0.0
-            times[i] = min(times[i + 1], max(self.floor_t_s, read_t_s - max(back, 0.0)))
-        self.floor_t_s = times[-1]
-        samples = []
-        for t, row in zip(times, rows, strict=True):
+        printed: list[float | None] = []
+        for row in rows:  # seconds since the first printed time (epoch seconds would cost precision)
             ts = row.pop("timestamp", None)
-            if ts is not None:
-                offset = ts.timestamp() - t
-                if self.offset_s is not None and abs(offset - self.offset_s) > self.clock_step_s:
-                    events.append(
-                        {"event": "nvidia_smi_clock_step", "t_s": t, "step_s": round(offset - self.offset_s, 3)}
-                    )
-                self.offset_s = offset
-            samples.append((t, row))
-        return samples, events
+            if ts is not None and self.ref_printed is None:
+                self.ref_printed = ts
+            printed.append((ts - self.ref_printed).total_seconds() if ts is not None and self.ref_printed else None)
+        # segments of rows whose printed differences are trusted; a new one starts at each step
+        segments: list[list[int]] = []
+        steps: list[bool] = []
+        for i, p in enumerate(printed):
+            step = p is None or self._is_step(p, read_t_s)
+            if not segments or step:
+                segments.append([])
+                steps.append(step)
+            segments[-1].append(i)
+            if p is not None:
+                self.last_printed_s = p
+        times = [read_t_s] * len(rows)
+        hi = max(read_t_s, self.floor_t_s)
+        prev_t = self.floor_t_s
+        for seg, step in zip(segments, steps, strict=True):
+            last_p = printed[seg[-1]]
+            if last_p is None:
+                for i in seg:
+                    times[i] = prev_t = hi
+                continue
+            bound = read_t_s - last_p  # the segment's last row was printed at or before this read
+            old = self.offset_s
+            self.offset_s = bound if (old is None or step) else min(old, bound)
+            if step and old is not None:
+                events.append(
+                    {
+                        "event": "nvidia_smi_clock_step",
+                        "t_s": min(max(last_p + self.offset_s, prev_t), hi),
+                        "step_s": round(old - self.offset_s, 3),
+                    }
+                )
+            for i in seg:
+                p = printed[i]
+                t = (p + self.offset_s) if p is not None else hi
+                times[i] = prev_t = min(max(t, prev_t), hi)
+        self.floor_t_s = max(self.floor_t_s, times[-1])
+        return list(zip(times, rows, strict=True)), events
 
 
 # ---------------------------------------------------------------- -q and table
