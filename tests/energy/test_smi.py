@@ -182,11 +182,17 @@ class FakeSmi:
         return 0, ", ".join("[N/A]" if f in self.na else self.values[f] for f in fields) + "\n"
 
 
-def test_na_instant_power_falls_back_to_power_draw_and_records_it():
+def test_na_instant_power_is_left_out_never_filled_with_the_averaged_power_draw_c16():
     run = FakeSmi(na={"power.draw.instant"})
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw"
+    assert "power_instant_w" not in roles
     assert roles["power_w"] == "power.draw.average"
+
+
+def test_driver_before_530_reads_power_draw_as_the_average_role_c16():
+    run = FakeSmi(unknown={"power.draw.instant", "power.draw.average"})
+    roles = smi.probe_fields([0], run=run)
+    assert "power_instant_w" not in roles and roles["power_w"] == "power.draw"
 
 
 def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
@@ -194,7 +200,7 @@ def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
     run.values["clocks.current.sm"] = "1980"
     run.values["clocks_throttle_reasons.active"] = "0x0000000000000001"
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw"
+    assert "power_instant_w" not in roles and roles["power_w"] == "power.draw.average"
     assert roles["sm_clock_mhz"] == "clocks.current.sm"
     assert roles["clocks_event_reasons"] == "clocks_throttle_reasons.active"
     assert roles["temperature_c"] == "temperature.gpu"
@@ -202,7 +208,7 @@ def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
 
 def test_driver_without_any_power_field_is_a_clear_error():
     run = FakeSmi(unknown={"power.draw", "power.draw.instant", "power.draw.average"})
-    with pytest.raises(MeasurementError, match="power_instant_w"):
+    with pytest.raises(MeasurementError, match="no supported field for power"):
         smi.probe_fields([0], run=run)
 
 
@@ -254,7 +260,7 @@ def test_role_whose_field_prints_only_a_marker_falls_back_to_its_next_field_c08(
     run.values["clocks.sm"] = "[Some Future Marker]"
     run.values["clocks.current.sm"] = "1980"
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw" and roles["sm_clock_mhz"] == "clocks.current.sm"
+    assert "power_instant_w" not in roles and roles["sm_clock_mhz"] == "clocks.current.sm"
 
 
 def test_marker_in_a_streamed_numeric_role_is_unknown_never_text_c08():

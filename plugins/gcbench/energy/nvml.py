@@ -28,6 +28,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
 
 INIT_PID_NAMESPACE_INODE = 0xEFFFFFFC
@@ -284,6 +285,13 @@ class NvmlReader:
                     pass
         return row
 
+    def sample(self, i: int, t_s: float, counter: bool, extras: bool = True) -> dict:
+        """The polled-reader interface (:class:`gcbench.energy.backend.GpuBackend`): :meth:`read`."""
+        return self.read(i, counter=counter, extras=extras)
+
+    def mark(self, t_s: float, delta: int) -> None:
+        """Window edges change nothing on a sensor."""
+
     def processes(self, i: int) -> set[int] | None:
         """PIDs holding a compute or graphics context on GPU ``i``; None when NVML cannot
         say (not supported, no permission): unknown, never "no process"."""
@@ -415,3 +423,85 @@ def classify_gpu_processes(
         else:
             foreign[pid] = st[1]
     return foreign, unattributable
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class NvmlBackend(GpuBackend):
+    """NVIDIA GPUs through NVML (the module docstring has the facts)."""
+
+    facts = Facts(
+        name="nvml",
+        label="nvml",
+        energy_counter=True,
+        instant_power=True,
+        average_power=True,
+        average_period_s=1.0,
+        average_lag_s=0.57,  # docs/measurement.md, integrate.AVERAGE_POWER_LAG_S
+        update_period_s=0.1,
+        counter_scope="gpu",
+        temperature=True,
+        clocks=True,
+        utilization=True,
+        power_limits=True,
+        power_caps=True,
+        process_list=True,
+        counter_resolution_j=0.001,
+    )
+
+    def open(self, devices: list[int], env: dict) -> Opened:
+        """Resolve ``devices`` through ``CUDA_VISIBLE_DEVICES`` (UUID / PCI mapping).
+
+        Raises:
+            BackendUnavailable: pynvml or the driver is missing, or NVML finds no GPU.
+            MeasurementError: MIG, a ``cuda:`` device or ``CUDA_VISIBLE_DEVICES`` that
+                cannot be mapped (the trial must not run on a guess).
+        """
+        try:
+            nv = load()
+            if nv.nvmlDeviceGetCount() == 0:
+                raise MeasurementError("nvml", "NVML finds no GPU")
+            gpus, notes = resolve_devices(nv, devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
+        except MeasurementError as exc:
+            if "MIG" in str(exc) or exc.device.startswith("cuda:") or "CUDA_VISIBLE_DEVICES" in str(exc):
+                raise
+            raise BackendUnavailable(exc.device, str(exc).split(": ", 1)[-1]) from exc
+        self._nv = nv
+        facts = {
+            g.label: DeviceFacts(
+                self.facts if g.has_counter else without(self.facts, energy_counter=False),
+                counter_reason=g.counter_reason,
+            )
+            for g in gpus
+        }
+        return Opened(
+            gpus=[
+                {
+                    "label": g.label,
+                    "uuid": g.uuid,
+                    "index": g.host_index,
+                    "has_counter": g.has_counter,
+                    "counter_reason": g.counter_reason,
+                }
+                for g in gpus
+            ],
+            device_facts=facts,
+            notes=notes,
+            environment=environment(nv, gpus),
+        )
+
+    def max_temperature_c(self, opened: Opened) -> float | None:
+        nv = self._nv
+        temps = []
+        for g in opened.gpus:
+            try:
+                h = nv.nvmlDeviceGetHandleByUUID(g["uuid"])
+                temps.append(float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))
+            except nv.NVMLError:
+                return None
+        return max(temps) if temps else None
+
+    @classmethod
+    def reader(cls, cfg: dict) -> NvmlReader:
+        return NvmlReader(load(), [g["uuid"] for g in cfg["gpus"]])

@@ -39,6 +39,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import datetime
 
+from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
 
 MISSING = {
@@ -102,15 +103,20 @@ ROLES: dict[str, tuple[str, ...]] = {
     "timestamp": ("timestamp",),
     "index": ("index",),
     "uuid": ("uuid",),
-    "power_instant_w": ("power.draw.instant", "power.draw"),
+    "power_instant_w": ("power.draw.instant",),
     "power_w": ("power.draw.average", "power.draw"),
     "temperature_c": ("temperature.gpu",),
     "sm_clock_mhz": ("clocks.sm", "clocks.current.sm"),
     "clocks_event_reasons": ("clocks_event_reasons.active", "clocks_throttle_reasons.active"),
 }
-"""Sample role -> nvidia-smi fields to try, best first."""
+"""Sample role -> nvidia-smi fields to try, best first. ``power.draw`` is the 1-s
+average on Ampere and newer (ml-energy/zeus#45, NVIDIA/DCGM#157): it fills the
+*average* role, never the instant one (C16), and energy from it is lag-corrected
+(:mod:`gcbench.energy.window`)."""
 
-REQUIRED_ROLES = ("timestamp", "index", "power_instant_w")
+REQUIRED_ROLES = ("timestamp", "index")
+POWER_ROLES = ("power_instant_w", "power_w")
+"""At least one of these must have a field."""
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs an argv list, returns (exit status, stdout + stderr)."""
@@ -348,15 +354,16 @@ def probe_fields(
     the same way. Roles with no usable field are left out.
 
     Returns:
-        {role: field}, e.g. ``{"power_instant_w": "power.draw", ...}`` when
-        ``power.draw.instant`` printed ``[N/A]``.
+        {role: field}, e.g. ``{"power_w": "power.draw", ...}`` without
+        ``power_instant_w`` when ``power.draw.instant`` is unknown or printed ``[N/A]``.
 
     Raises:
         gcbench.errors.MeasurementError: nvidia-smi fails for another reason, prints an
             error line for a GPU (:class:`SmiOutputError`, naming it), or a required
-            role (timestamp, index, power) has no field.
+            role (timestamp, index, one power role) has no field.
     """
     choice = {role: 0 for role in ROLES}
+    rows: list[dict] = []
     for _ in range(max_tries):
         chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
         fields = list(dict.fromkeys(chosen.values()))
@@ -380,9 +387,16 @@ def probe_fields(
         for r in missing:
             choice[r] += 1
     chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
+    # a role whose last field still prints only markers is left out (unknown, not a value)
+    chosen = {
+        r: f for r, f in chosen.items() if r in REQUIRED_ROLES or not rows or any(x.get(f) is not None for x in rows)
+    }
     for r in REQUIRED_ROLES:
         if r not in chosen:
             raise MeasurementError("nvidia-smi", f"no supported field for {r} (tried {', '.join(ROLES[r])})")
+    if not any(r in chosen for r in POWER_ROLES):
+        tried = ", ".join(dict.fromkeys(f for r in POWER_ROLES for f in ROLES[r]))
+        raise MeasurementError("nvidia-smi", f"no supported field for power (tried {tried})")
     return chosen
 
 
@@ -676,3 +690,120 @@ def list_gpus(run: Runner = run_argv, nvidia_smi: str = "nvidia-smi") -> list[di
     except ValueError:
         return []
     return [{"index": r["index"], "name": r["name"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class SmiBackend(GpuBackend):
+    """NVIDIA GPUs through a streamed ``nvidia-smi --query-gpu ... -lms N`` (no counter).
+
+    Which power fields the driver offers is probed (:func:`probe_fields`): without
+    ``power.draw.instant`` (drivers before 530) only the 1-s average ``power.draw`` is
+    read, declared as such, and its energy lag-corrected.
+    """
+
+    facts = Facts(
+        name="nvidia-smi",
+        label="nvidia-smi",
+        energy_counter=False,
+        instant_power=True,
+        average_power=True,
+        average_period_s=1.0,
+        average_lag_s=0.57,  # the same sensor as NVML's (docs/measurement.md)
+        update_period_s=0.1,
+        temperature=True,
+        clocks=True,
+        utilization=True,
+        power_limits=True,
+        polled=False,
+    )
+
+    def open(self, devices: list[int], env: dict) -> Opened:
+        """Raises:
+        BackendUnavailable: nvidia-smi is not on PATH or lists no GPU.
+        MeasurementError: ``CUDA_VISIBLE_DEVICES`` names a MIG instance, a GPU is not
+            listed, or no power field is supported."""
+        path = find_nvidia_smi()
+        listed = list_gpus(nvidia_smi=path) if path else []
+        if not path or not listed:
+            raise BackendUnavailable(
+                "nvidia-smi", "nvidia-smi not found on PATH" if not path else "nvidia-smi lists no GPU"
+            )
+        if any(str(e).startswith("MIG-") for e in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
+            raise MeasurementError(
+                "cuda",
+                "CUDA_VISIBLE_DEVICES names a MIG instance: energy is per physical GPU; give the trial a whole GPU",
+            )
+        wanted = devices or [g["index"] for g in listed]
+        by_idx = {g["index"]: g for g in listed}
+        missing = [i for i in wanted if i not in by_idx]
+        if missing:
+            raise MeasurementError(f"gpu{missing[0]}", f"nvidia-smi lists no GPU {missing[0]}")
+        roles = probe_fields(wanted, nvidia_smi=path)
+        self._path = path
+        facts = without(self.facts, instant_power="power_instant_w" in roles, average_power="power_w" in roles)
+        power_field = roles.get("power_instant_w") or roles.get("power_w")
+        gpus = [
+            {
+                "label": f"gpu{i}",
+                "uuid": by_idx[i]["uuid"],
+                "index": i,
+                "has_counter": False,
+                "counter_reason": "nvidia-smi has no energy counter",
+                "name": by_idx[i]["name"],
+            }
+            for i in wanted
+        ]
+        return Opened(
+            gpus=gpus,
+            device_facts={
+                g["label"]: DeviceFacts(facts, counter_reason=g["counter_reason"], power_field=power_field)
+                for g in gpus
+            },
+            environment={"gpus": gpus, "nvidia_smi": path, "nvidia_smi_fields": roles},
+            sampler_cfg={"smi_roles": roles, "nvidia_smi": path},
+        )
+
+    def max_temperature_c(self, opened: Opened) -> float | None:
+        rc, out = run_argv(query_argv(["temperature.gpu"], [g["index"] for g in opened.gpus], nvidia_smi=self._path))
+        try:
+            vals = [r["temperature.gpu"] for r in parse_query_csv(out, ["temperature.gpu"])] if rc == 0 else []
+        except ValueError:
+            return None
+        return max(vals) if vals and None not in vals else None
+
+    @classmethod
+    def reader(cls, cfg: dict) -> SmiReader:
+        return SmiReader(cfg)
+
+
+class SmiReader:
+    """The streamed reader of the sampler: the argv of nvidia-smi's loop and a
+    :class:`SmiStream` whose rows are returned as ``(t_s, host index, row)``."""
+
+    def __init__(self, cfg: dict):
+        self.roles = cfg["smi_roles"]
+        fields = list(dict.fromkeys(self.roles.values()))
+        interval_ms = max(int(round(1000.0 / float(cfg["sample_hz"]))), 10)
+        self._argv = query_argv(
+            fields,
+            [g["index"] for g in cfg["gpus"]],
+            interval_ms=interval_ms,
+            nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi",
+        )
+        self.stream: SmiStream | None = None
+
+    def argv(self, start_t_s: float) -> list[str]:
+        self.stream = SmiStream(self.roles, start_t_s=start_t_s)
+        return self._argv
+
+    def feed(self, data: bytes, t_s: float) -> tuple[list[tuple[float, int | None, dict]], list[dict]]:
+        assert self.stream is not None  # argv() came first
+        samples, events = self.stream.feed(data, t_s)
+        rows = []
+        for t, row in samples:
+            index = row.pop("index", None)
+            row.pop("uuid", None)
+            rows.append((t, index, row))
+        return rows, events
