@@ -112,7 +112,36 @@ def _contract_inputs(
     sim.mark(6.0, -1)
     ts = np.arange(0.0, 9.0, 0.005)
     rows = [sim.read(t) for t in ts]
+    # amdsmi (an MI300X: counter and average power, no instant reading): the counter's
+    # joules as amdsmi replies (counts of 15.259 uJ) whose 64-bit accumulator wraps mid-window
+    from gcbench.energy.amdsmi import EnergyAccumulator
+
+    res_uj = 15.259
+    e0 = session.energy_j - session.energy_j[0]
+    counts = np.round(e0 * 1e6 / res_uj).astype(np.int64)
+    wrap_k = int(np.searchsorted(session.t_s, (start + end) / 2))
+    top = (1 << 64) - int(counts[wrap_k])
+    acc = EnergyAccumulator()
+    amd_j = [
+        acc.update(
+            {"energy_accumulator": (top + int(c)) % (1 << 64), "counter_resolution": res_uj, "timestamp": int(t * 1e9)}
+        )
+        for c, t in zip(counts, session.t_s, strict=True)
+    ]
+    assert acc.wraps == 1
+    amd = backend.facts_of("amdsmi")
     return {
+        "amdsmi": [
+            (
+                "counter-edge-corrected",
+                _series(session.t_s, nan, session.average_w, amd_j, "amdsmi"),
+                backend.DeviceFacts(backend.without(amd, instant_power=False)),
+                start,
+                end,
+                true_j,
+                0.002,
+            ),
+        ],
         "nvml": [
             (
                 "counter-edge-corrected",

@@ -224,6 +224,7 @@ class Entry:
 
 REGISTRY: tuple[Entry, ...] = (
     Entry("nvml", "gpu", "gcbench.energy.nvml:NvmlBackend"),
+    Entry("amdsmi", "gpu", "gcbench.energy.amdsmi:AmdSmiBackend"),
     Entry("nvidia-smi", "gpu", "gcbench.energy.smi:SmiBackend"),
     Entry("simulated", "gpu", "gcbench.energy.simulated:SimulatedBackend"),
     Entry("rapl", "cpu", "gcbench.energy.rapl:RAPL_FACTS"),
