@@ -114,7 +114,12 @@ def check_trial(
             f"window too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
             f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
         )
-    if main.get("gpu_energy_j") is None:
+    if main.get("gpu_energy_j") is None and main.get("module_energy_j") is not None:
+        flags.append(
+            "energy covers whole modules (GPU, CPU and memory of a superchip): "
+            f"{main['module_energy_j']:.1f} J of module energy, no GPU-only figure"
+        )
+    elif main.get("gpu_energy_j") is None:
         reasons.append(
             "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
         )
@@ -123,7 +128,12 @@ def check_trial(
             reasons.append("energy counter decreased inside the window")
         elif flag == "foreign_process":
             reasons.append("a foreign process used the GPU during the window")
-        elif flag not in ("window_too_short", "cross_check_disagreement", "average_power_edges_uncertain"):
+        elif flag not in (
+            "window_too_short",
+            "cross_check_disagreement",
+            "average_power_edges_uncertain",
+            "module_scope",
+        ):
             flags.append(flag)
     for dev in main.get("gpu", []):
         tier, text = cross_check_finding(dev, settings)

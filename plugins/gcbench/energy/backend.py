@@ -121,11 +121,13 @@ class DeviceFacts:
         counter_reason: why the device has no counter (None when it has one).
         power_field: the power reading integrated when it is not the default one
             (e.g. nvidia-smi's ``power.draw``).
+        scope_reason: how the scope was found (e.g. NVML's module-scope probe).
     """
 
     facts: Facts
     counter_reason: str | None = None
     power_field: str | None = None
+    scope_reason: str | None = None
 
     @property
     def has_counter(self) -> bool:
@@ -143,6 +145,7 @@ class DeviceFacts:
             "update_period_s": self.facts.update_period_s,
             "counter_reason": self.counter_reason,
             "power_field": self.power_field,
+            "scope_reason": self.scope_reason,
         }
 
 

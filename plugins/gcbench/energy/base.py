@@ -140,7 +140,8 @@ class EnergyResult:
         gpu: one entry per GPU of the trial.
         cpu: one entry per counted RAPL domain (nested or mirrored domains counted once);
             empty with ``cpu_reason`` set when RAPL is unreadable.
-        gpu_energy_j: sum over GPUs, J; None if any GPU is unknown.
+        gpu_energy_j: sum over GPUs, J; None if any GPU is unknown or the figures
+            cover whole modules (``module_energy_j``).
         cpu_energy_j: sum over counted CPU domains, J; None when unknown.
         cpu_reason: why CPU energy is unknown, or None.
         sample_hz: configured power sampling rate, Hz.
@@ -155,6 +156,10 @@ class EnergyResult:
             given); validation applies the plan's thresholds.
         backend: ``nvml``, ``nvidia-smi`` or ``simulated``.
         jitter_s: seeded delay slept before the window started, s.
+        module_energy_j: sum over devices whose counter covers a whole superchip module
+            (GPU + CPU + memory, e.g. Grace Hopper), J; ``gpu_energy_j`` is then None (a
+            module figure is never GPU energy) and ``cpu_reason`` says the CPU is inside it.
+        energy_scope: ``gpu`` or ``module``: what the device figures cover.
     """
 
     window_start_s: float
@@ -172,6 +177,8 @@ class EnergyResult:
     cross_check_threshold: float | None = None
     backend: str | None = None
     jitter_s: float | None = None
+    module_energy_j: float | None = None
+    energy_scope: str = "gpu"
 
     @property
     def duration_s(self) -> float:

@@ -512,7 +512,17 @@ class Meter:
             if key in not_ended:
                 flags.append("window_not_ended")
             gpu_known = [d.energy_j for d in devs if d.energy_j is not None]
-            gpu_j = sum(gpu_known) if devs and len(gpu_known) == len(devs) else None
+            total_j = sum(gpu_known) if devs and len(gpu_known) == len(devs) else None
+            # a module-scope figure (Grace Hopper: GPU + CPU + memory) is module energy, never GPU energy
+            modules = [d.device for d in devs if d.scope == "module"]
+            gpu_j = None if modules else total_j
+            module_j = total_j if modules and len(modules) == len(devs) else None
+            if modules:
+                flags.append("module_scope")
+                inside = f"included in the module energy of {', '.join(modules)} (GPU, CPU and memory of the module)"
+                cpu_reason = f"{cpu_reason}; {inside}" if cpu_reason else None
+                if cpu_reason is None and cpu:
+                    flags.append("cpu_inside_module")  # RAPL beside a module counter: never add the two
             above = [d.energy_above_idle_j for d in devs if d.energy_above_idle_j is not None]
             # cpu_reason is None only when every domain's energy is known
             cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
@@ -522,6 +532,8 @@ class Meter:
                 gpu=devs,
                 cpu=cpu,
                 gpu_energy_j=gpu_j,
+                module_energy_j=module_j,
+                energy_scope="module" if modules else "gpu",
                 cpu_energy_j=cpu_j,
                 cpu_reason=cpu_reason,
                 sample_hz=self.settings.sample_hz,

@@ -31,6 +31,10 @@ from typing import Any
 from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
 
+POWER_SCOPE_MODULE = 1
+"""NVML_POWER_SCOPE_MODULE (nvml.h: "Targets the whole module", GPU + CPU + memory of a
+superchip); NVML_POWER_SCOPE_GPU is 0. Passed as a field's ``scopeId``."""
+
 INIT_PID_NAMESPACE_INODE = 0xEFFFFFFC
 """Inode of the host's (initial) PID namespace, fixed by the kernel (PROC_PID_INIT_INO)."""
 
@@ -209,6 +213,31 @@ def resolve_devices(
     return gpus, list(dict.fromkeys(notes))
 
 
+def probe_power_scope(pynvml, handle) -> tuple[str, str]:
+    """What this GPU's energy counter and power cover: ``("module", why)`` on a superchip
+    whose NVML answers module-scope power (GH200, GB200: the counter then covers GPU, CPU
+    and memory; Zeus PR #172), else ``("gpu", why)``.
+
+    Probes ``nvmlDeviceGetFieldValues`` with ``NVML_FI_DEV_POWER_INSTANT`` at
+    ``scopeId = NVML_POWER_SCOPE_MODULE``. A GPU that rejects the scope, or answers it
+    with no value, is GPU scope: a GB10 reports a C2C link but only GPU scope (Zeus PR
+    #242), so the probe, never the product name, decides.
+    """
+    try:
+        (v,) = pynvml.nvmlDeviceGetFieldValues(handle, [(pynvml.NVML_FI_DEV_POWER_INSTANT, POWER_SCOPE_MODULE)])
+    except (pynvml.NVMLError, TypeError, ValueError) as exc:
+        return "gpu", f"module power scope not supported ({exc})"
+    if getattr(v, "nvmlReturn", 1) != 0:
+        return "gpu", f"module power scope not supported (NVML return {v.nvmlReturn})"
+    mw = _field_value(v)
+    if not mw:
+        return "gpu", "module power scope answered no value"
+    return "module", (
+        f"NVML answers module-scope power ({mw / 1e3:.0f} W): the energy counter covers the whole "
+        "module (GPU, CPU and memory), not the GPU alone"
+    )
+
+
 def _field_value(v) -> float | None:
     if v.nvmlReturn != 0:
         return None
@@ -233,10 +262,15 @@ class NvmlReader:
     Every failed read is None (unknown), never 0.
     """
 
-    def __init__(self, pynvml, uuids: list[str]):
+    def __init__(self, pynvml, uuids: list[str], scopes: list[str] | None = None):
         self.nv = pynvml
         self.handles = [pynvml.nvmlDeviceGetHandleByUUID(u) for u in uuids]
-        self.fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+        fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+        # a module-scope counter (Grace Hopper) is edge corrected with module-scope power
+        self.fields = [
+            [(f, POWER_SCOPE_MODULE) for f in fields] if sc == "module" else fields
+            for sc in (scopes or ["gpu"] * len(uuids))
+        ]
         self.fields_ok = [True] * len(uuids)
         self._reasons = (
             getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
@@ -262,7 +296,7 @@ class NvmlReader:
                 pass
         if self.fields_ok[i]:
             try:
-                inst, avg = nv.nvmlDeviceGetFieldValues(h, self.fields)
+                inst, avg = nv.nvmlDeviceGetFieldValues(h, self.fields[i])
                 for key, v in (("power_instant_w", inst), ("power_w", avg)):
                     mw = _field_value(v)
                     row[key] = None if mw is None else mw / 1e3
@@ -468,13 +502,17 @@ class NvmlBackend(GpuBackend):
                 raise
             raise BackendUnavailable(exc.device, str(exc).split(": ", 1)[-1]) from exc
         self._nv = nv
-        facts = {
-            g.label: DeviceFacts(
-                self.facts if g.has_counter else without(self.facts, energy_counter=False),
-                counter_reason=g.counter_reason,
-            )
-            for g in gpus
-        }
+        scopes = {g.label: probe_power_scope(nv, nv.nvmlDeviceGetHandleByUUID(g.uuid)) for g in gpus}
+        facts = {}
+        for g in gpus:
+            f = self.facts if g.has_counter else without(self.facts, energy_counter=False)
+            scope, why = scopes[g.label]
+            if scope == "module":
+                f = without(f, counter_scope="module")
+            facts[g.label] = DeviceFacts(f, counter_reason=g.counter_reason, scope_reason=why)
+        env = environment(nv, gpus)
+        for d in env["gpus"]:
+            d["scope"], d["scope_reason"] = scopes[d["label"]]
         return Opened(
             gpus=[
                 {
@@ -483,12 +521,13 @@ class NvmlBackend(GpuBackend):
                     "index": g.host_index,
                     "has_counter": g.has_counter,
                     "counter_reason": g.counter_reason,
+                    "scope": scopes[g.label][0],
                 }
                 for g in gpus
             ],
             device_facts=facts,
             notes=notes,
-            environment=environment(nv, gpus),
+            environment=env,
         )
 
     def max_temperature_c(self, opened: Opened) -> float | None:
@@ -504,4 +543,4 @@ class NvmlBackend(GpuBackend):
 
     @classmethod
     def reader(cls, cfg: dict) -> NvmlReader:
-        return NvmlReader(load(), [g["uuid"] for g in cfg["gpus"]])
+        return NvmlReader(load(), [g["uuid"] for g in cfg["gpus"]], [g.get("scope", "gpu") for g in cfg["gpus"]])

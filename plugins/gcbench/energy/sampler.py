@@ -8,7 +8,7 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
 * stdin, then: ``begin <t_s>``, ``end <t_s>`` (window edges; the simulated GPU is busy
   between them), ``burst`` (locate the next counter ticks), ``stop``. End of file (the
   trial died) stops at once.
-* stdout: ``{"ready": ...}`` once sampling runs, ``{"event": ...}`` findings
+* stdout: ``{"ready": ...}`` once sampling runs (a streamed backend: once its first rows are in), ``{"event": ...}`` findings
   (``rapl_wrap_unknown``; from nvidia-smi ``nvidia_smi_error`` naming the GPU,
   ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``), ``{"done": true, "rows": n}``
   at the end.
@@ -300,6 +300,16 @@ class Sampler:
         buf = b""
         smi_fd = self.child.stdout.fileno() if self.child and self.child.stdout else None
         gpu_polled = self.facts.polled
+        # a streamed backend is ready once its first rows are in (a child process may take
+        # a second or more to start on a loaded host): a window opened then is covered
+        deadline = time.monotonic() + float(self.cfg.get("stream_start_s", 15.0))
+        while smi_fd is not None and self.writer.rows == 0 and time.monotonic() < deadline:
+            if select.select([smi_fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                data = os.read(smi_fd, 65536)
+                if not data:
+                    smi_fd = None
+                    break
+                self.read_stream(data)
         _emit({"ready": True, "backend": self.backend})
         while True:
             if self.stopping and self.facts.simulated and not self.fast_forward:
