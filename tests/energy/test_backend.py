@@ -274,3 +274,20 @@ def dataclass_dict(dev) -> dict:
     from dataclasses import asdict
 
     return asdict(dev)
+
+
+@pytest.mark.parametrize("name", [e.name for e in backend.entries("cpu")])
+def test_the_same_window_through_each_cpu_backend_gives_its_declared_method_and_the_right_energy(name):
+    """The CPU backends' fixture: a cumulative counter of a 95 W socket read every 50 ms
+    (RAPL's energy_uj after wrap correction, hwmon's counter or integrated power meter)."""
+    from gcbench.energy.window import cpu_window_energy
+
+    f = backend.facts_of(name)
+    t = np.arange(0.0, 10.0, 0.05)
+    s = DeviceSeries(t, np.full_like(t, 95.0), np.full_like(t, np.nan), 95.0 * t + 1234.5, name)
+    dev = cpu_window_energy(s, "cpu:package-0", 2.0, 7.5)
+    assert dev.method == f.label and dev.source == name and dev.scope == f.counter_scope == "package"
+    assert dev.energy_j == pytest.approx(95.0 * 5.5)
+    short = DeviceSeries(t[t < 3.0], s.power_w[t < 3.0], s.power_instant_w[t < 3.0], s.energy_j[t < 3.0], name)
+    gone = cpu_window_energy(short, "cpu:package-0", 2.0, 7.5)
+    assert gone.energy_j is None and gone.method == "unavailable" and name in gone.reason

@@ -231,6 +231,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("nvidia-smi", "gpu", "gcbench.energy.smi:SmiBackend"),
     Entry("simulated", "gpu", "gcbench.energy.simulated:SimulatedBackend"),
     Entry("rapl", "cpu", "gcbench.energy.rapl:RAPL_FACTS"),
+    Entry("hwmon", "cpu", "gcbench.energy.hwmon:HWMON_FACTS"),
 )
 """Every backend, in ``auto`` order within its kind: the ONE list. ``simulated`` is last
 among GPU backends: it is chosen only when no sensor is found (and says so)."""

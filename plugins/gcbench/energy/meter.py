@@ -53,15 +53,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gcbench.energy import backend, integrate
 from gcbench.energy.base import CROSS_CHECK_FLAG_REL, DeviceEnergy, EnergyResult
 from gcbench.energy.window import DeviceSeries, cpu_window_energy, gpu_window_energy, read_samples
 from gcbench.errors import MeasurementError
-
-if TYPE_CHECKING:
-    from gcbench.energy.rapl import RaplDiscovery
 
 __all__ = ["DeviceSeries", "Meter", "cpu_window_energy", "gpu_window_energy", "read_samples", "wait_for_cooldown"]
 
@@ -184,6 +181,7 @@ class Meter:
         env: dict | None = None,
         sim_idle_w: float = SIM_IDLE_W,
         sim_busy_w: float = SIM_BUSY_W,
+        hwmon_root: str = "/sys/class/hwmon",
     ):
         self.settings = settings
         self.devices = list(devices)
@@ -205,7 +203,11 @@ class Meter:
         self.idle_power_w: dict[str, float | None] = {}
         self.jitter_s: dict[str, float] = {}
         self._env_facts: dict = {}
-        self._rapl: RaplDiscovery | None = None
+        # the CPU backend's discovery: RaplDiscovery, else HwmonDiscovery (the same domains/skipped/reason)
+        self._rapl: Any = None
+        self._rapl_reason: str | None = None
+        self.cpu_backend = "rapl"
+        self.hwmon_root = hwmon_root
         self._proc: subprocess.Popen | None = None
         self._started = False
         self._stopped = False
@@ -262,6 +264,17 @@ class Meter:
         self.cooldown = wait_for_cooldown(self._max_temperature_c, s.cooldown_max_s, s.cooldown_temp_c)
         self._rapl = rapl.discover(s.rapl_root)
         rapl_ok = self._rapl.reason is None and self._rapl.domains
+        hwmon_cfg: list[dict] = []
+        if not rapl_ok:  # the CPU backends in REGISTRY order: RAPL, then hwmon (ARM: no RAPL)
+            from gcbench.energy import hwmon
+
+            hw = hwmon.discover(self.hwmon_root)
+            if hw.domains:
+                self._rapl_reason, self._rapl, self.cpu_backend = self._rapl.reason, hw, "hwmon"
+                if hw.reason is None:
+                    hwmon_cfg = [{"label": d.label, "path": d.path, "kind": d.kind} for d in hw.domains]
+            else:
+                self._rapl.reason = f"{self._rapl.reason or 'no RAPL domain'}; {hw.reason}"
         self.origin_monotonic = time.monotonic()
         origin_wall = time.time()
         assert self._opened is not None
@@ -280,7 +293,8 @@ class Meter:
             ]
             if rapl_ok
             else [],
-            "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains)),
+            "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains if rapl_ok else [])),
+            "hwmon": hwmon_cfg,
             "trial_pid": os.getpid(),
             "process_check_s": PROCESS_CHECK_S,
             "tail_s": integrate.reference_tail_s(s.sample_hz),
@@ -481,14 +495,16 @@ class Meter:
             cpu: list[DeviceEnergy] = []
             cpu_reason: str | None = None
             if self._rapl is None or not self._rapl.domains or self._rapl.reason:
-                cpu_reason = (self._rapl.reason if self._rapl else None) or "RAPL not discovered"
+                cpu_reason = (self._rapl.reason if self._rapl else None) or "no CPU energy backend discovered"
             else:
                 for dom in self._rapl.domains:
                     s = series.get(dom.label)
                     c = (
                         cpu_window_energy(s, dom.label, a, b)
                         if s is not None
-                        else DeviceEnergy(dom.label, None, "unavailable", "rapl", reason="no RAPL samples")
+                        else DeviceEnergy(
+                            dom.label, None, "unavailable", self.cpu_backend, reason=f"no {self.cpu_backend} samples"
+                        )
                     )
                     c.idle_power_w = self.idle_power_w.get(dom.label)
                     if c.energy_j is not None and c.idle_power_w is not None:
@@ -584,7 +600,15 @@ class Meter:
             "foreign_process_check": self._process_check_status(),
         }
         env.update(self._env_facts)
-        if self._rapl is not None:
+        env["cpu_backend"] = self.cpu_backend if self._rapl is not None and self._rapl.domains else None
+        if self._rapl is not None and self.cpu_backend == "hwmon":
+            env["hwmon"] = {
+                "domains": [f"{d.label}: {d.source} ({d.path})" for d in self._rapl.domains],
+                "reason": self._rapl.reason,
+                "skipped": [list(x) for x in self._rapl.skipped],
+                "rapl_reason": self._rapl_reason,
+            }
+        elif self._rapl is not None:
             env["rapl"] = {
                 "domains": [d.label for d in self._rapl.domains],
                 "reason": self._rapl.reason,

@@ -153,6 +153,10 @@ class Sampler:
         self._read_int = read_int
         for d in cfg.get("rapl", []):
             self.rapl.append((d["label"], Path(d["path"]) / "energy_uj", RaplCounter(d.get("max_energy_range_uj"))))
+        from gcbench.energy.hwmon import HwmonCounter
+
+        self.hwmon = [(d["label"], Path(d["path"]), HwmonCounter(d["kind"])) for d in cfg.get("hwmon") or []]
+        self.cpu_read = bool(self.rapl or self.hwmon)  # a CPU backend's sensors to read
         self.rapl_dt = float(cfg.get("rapl_interval_s", 0.1))
         self.rapl_last_t: float | None = None
         self.trial_pid = cfg.get("trial_pid")
@@ -278,6 +282,13 @@ class Sampler:
             if counter.unknown_wraps > unknown_before and self.events < MAX_EVENTS:
                 self.events += 1
                 _emit({"event": "rapl_wrap_unknown", "device": label, "t_s": t})
+        for label, path, hw in self.hwmon:
+            try:
+                raw = self._read_int(path)
+            except (OSError, ValueError):
+                continue  # unreadable now: a gap, never 0
+            energy_j, power_w = hw.update(raw, t)
+            self.writer.row(t, label, "hwmon", {"energy_j": energy_j, "power_w": power_w}, energy_digits=6)
         self.rapl_last_t = t
 
     def read_stream(self, data: bytes) -> None:
@@ -320,7 +331,7 @@ class Sampler:
                 wakes += [next_power, next_counter]
                 if self.bursts:
                     wakes.append(t + self.burst_dt)
-            if self.rapl and not self.fast_forward:
+            if self.cpu_read and not self.fast_forward:
                 wakes.append(next_rapl)
             if self.check_processes and (self.open_windows or self.process_due):
                 wakes.append(t if self.process_due else next_process)
@@ -364,7 +375,7 @@ class Sampler:
                     next_power = max(next_power + self.power_dt, t)
                 if counter_due:
                     next_counter = max(next_counter + self.counter_dt, t)
-            if self.rapl and t >= next_rapl and not self.fast_forward:  # RAPL is real: never at a virtual time
+            if self.cpu_read and t >= next_rapl and not self.fast_forward:  # CPU sensors are real: never virtual
                 self.read_rapl()
                 next_rapl = max(next_rapl + self.rapl_dt, t)
             if self.check_processes and (self.process_due or (self.open_windows and t >= next_process)):
@@ -377,7 +388,7 @@ class Sampler:
             if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
                 self.bursts.clear()
         simulated_tail_s, self.virtual_s = self.virtual_s, 0.0  # back on the real clock
-        if self.rapl:
+        if self.cpu_read:
             self.read_rapl()
         if self.child is not None:
             self.child.terminate()
