@@ -291,3 +291,11 @@ def test_the_same_window_through_each_cpu_backend_gives_its_declared_method_and_
     short = DeviceSeries(t[t < 3.0], s.power_w[t < 3.0], s.power_instant_w[t < 3.0], s.energy_j[t < 3.0], name)
     gone = cpu_window_energy(short, "cpu:package-0", 2.0, 7.5)
     assert gone.energy_j is None and gone.method == "unavailable" and name in gone.reason
+
+
+def test_every_method_label_a_backend_builds_has_a_description():
+    assert "trailing-average power integrated" in backend.describe_method("nvidia-smi-average-power-lag-corrected")
+    assert "whole module" in backend.describe_method("nvml-module-counter-edge-corrected")
+    assert backend.describe_method("amdsmi-counter-edge-corrected").startswith("amdsmi: energy counter")
+    assert backend.describe_method("hwmon") == "hwmon energy counters (package scope)"
+    assert backend.describe_method("no-such-method") is None

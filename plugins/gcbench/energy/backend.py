@@ -275,3 +275,33 @@ def facts_of(name: str) -> Facts:
 def without(facts: Facts, **changes: Any) -> Facts:
     """``facts`` with some fields changed (a device that lacks a reading, a module scope)."""
     return replace(facts, **changes)
+
+
+HOW = {
+    "counter-edge-corrected": "energy counter read throughout the window, edge corrected between its ticks",
+    "counter": "energy counter read at the window edges, without edge correction",
+    "power-integration": "trapezoid integral of instant power (no energy counter)",
+    "average-power-lag-corrected": (
+        "trailing-average power integrated over the window shifted by the average's lag "
+        "(no counter, no instant reading); power steps at the edges leave an uncertainty it records"
+    ),
+}
+"""What each method suffix of :meth:`Facts.method` means."""
+
+
+def describe_method(method: str | None) -> str | None:
+    """A sentence for a method label built by :meth:`Facts.method` (``amdsmi-counter-edge-corrected``,
+    ``nvml-module-...``), or None for a label no registered backend builds. A report can
+    use this instead of a fixed list of labels."""
+    if not method:
+        return None
+    for e in REGISTRY:
+        f = facts_of(e.name)
+        if method == (f.label or f.name) and f.kind != "gpu":
+            return f"{f.name} energy counters ({f.counter_scope} scope)"
+        for how, text in HOW.items():
+            for scope in ("gpu", "module"):
+                if method == without(f, counter_scope=scope).method(how) and not f.simulated:
+                    covers = "the whole module (GPU, CPU and memory)" if scope == "module" else "one GPU"
+                    return f"{f.name}: {text}; covers {covers}"
+    return None
