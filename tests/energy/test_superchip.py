@@ -146,3 +146,16 @@ def test_validation_keeps_a_module_trial_and_says_what_the_figure_covers():
     v = check_trial(result, "ok", samples, ValidationSettings())
     assert v.valid, v.reasons
     assert any("module energy, no GPU-only figure" in f for f in v.flags)
+
+
+def test_a_gpu_echoing_its_own_power_at_module_scope_stays_gpu_scope(monkeypatch):
+    """A driver that ignores scopeId (answers module scope with the GPU's figure) is not a module."""
+    nv = FakeSuperchip(module=True).install(monkeypatch)
+    real = nv.nvmlDeviceGetFieldValues
+
+    def echo(handle, ids):
+        return real(handle, [(f[0], 0) if isinstance(f, tuple) else f for f in ids])
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", echo)
+    scope, why = nvml.probe_power_scope(nv, nv.nvmlDeviceGetHandleByIndex(0))
+    assert scope == "gpu" and "GPU's own power" in why

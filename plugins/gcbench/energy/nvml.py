@@ -31,7 +31,11 @@ from typing import Any
 from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
 
+POWER_SCOPE_GPU = 0
 POWER_SCOPE_MODULE = 1
+MODULE_MARGIN_MW = 1000
+"""A module's power exceeds its GPU's by its CPU and memory (tens of W even idle); an
+answer within 1 W of the GPU's own is the GPU (a discrete GPU echoing the scope)."""
 """NVML_POWER_SCOPE_MODULE (nvml.h: "Targets the whole module", GPU + CPU + memory of a
 superchip); NVML_POWER_SCOPE_GPU is 0. Passed as a field's ``scopeId``."""
 
@@ -219,12 +223,13 @@ def probe_power_scope(pynvml, handle) -> tuple[str, str]:
     and memory; Zeus PR #172), else ``("gpu", why)``.
 
     Probes ``nvmlDeviceGetFieldValues`` with ``NVML_FI_DEV_POWER_INSTANT`` at
-    ``scopeId = NVML_POWER_SCOPE_MODULE``. A GPU that rejects the scope, or answers it
-    with no value, is GPU scope: a GB10 reports a C2C link but only GPU scope (Zeus PR
+    ``scopeId`` GPU and MODULE. A GPU that rejects the module scope, answers it with no
+    value, or with its own GPU power (within :data:`MODULE_MARGIN_MW`) is GPU scope: a GB10 reports a C2C link but only GPU scope (Zeus PR
     #242), so the probe, never the product name, decides.
     """
+    inst = pynvml.NVML_FI_DEV_POWER_INSTANT
     try:
-        (v,) = pynvml.nvmlDeviceGetFieldValues(handle, [(pynvml.NVML_FI_DEV_POWER_INSTANT, POWER_SCOPE_MODULE)])
+        g, v = pynvml.nvmlDeviceGetFieldValues(handle, [(inst, POWER_SCOPE_GPU), (inst, POWER_SCOPE_MODULE)])
     except (pynvml.NVMLError, TypeError, ValueError) as exc:
         return "gpu", f"module power scope not supported ({exc})"
     if getattr(v, "nvmlReturn", 1) != 0:
@@ -232,6 +237,10 @@ def probe_power_scope(pynvml, handle) -> tuple[str, str]:
     mw = _field_value(v)
     if not mw:
         return "gpu", "module power scope answered no value"
+    gpu_mw = _field_value(g) if getattr(g, "nvmlReturn", 1) == 0 else None
+    if gpu_mw is not None and mw - gpu_mw < MODULE_MARGIN_MW:
+        # a module holds a CPU and memory beside the GPU: the same figure is the GPU's own
+        return "gpu", f"module scope answers the GPU's own power ({mw / 1e3:.0f} W): GPU scope"
     return "module", (
         f"NVML answers module-scope power ({mw / 1e3:.0f} W): the energy counter covers the whole "
         "module (GPU, CPU and memory), not the GPU alone"
