@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 Scalar = str | int | float | bool | None
 
@@ -37,6 +37,28 @@ def trial_setting_problem(key: str, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             return f"power_cap_w must be a positive number of watts per GPU or null, got {value!r}"
     return None
+
+
+_ENERGY_BACKENDS: list[str] = []
+"""Names a plan may give as ``energy.backend`` besides ``auto``: filled by
+:mod:`gcbench.energy` from its registry (``gcbench.energy.backend.REGISTRY``, the one
+list) when that package is imported; this layer sits below it, so the names are pushed
+down rather than imported up. ``gcbench.plan`` imports ``gcbench.energy``, so every plan
+is checked against them; the Meter refuses an unknown name in any case."""
+
+
+def register_energy_backends(names: tuple[str, ...]) -> None:
+    """Called by :mod:`gcbench.energy` with the registered GPU backends' names."""
+    _ENERGY_BACKENDS[:] = list(names)
+
+
+def _known_backend(name: str) -> str:
+    if _ENERGY_BACKENDS and name != "auto" and name not in _ENERGY_BACKENDS:
+        raise ValueError(f"unknown energy backend {name!r}: expected one of auto, {', '.join(_ENERGY_BACKENDS)}")
+    return name
+
+
+BackendName = Annotated[str, AfterValidator(_known_backend)]
 
 
 class StableWarmup(BaseModel):
@@ -74,8 +96,10 @@ class EnergySettings(BaseModel):
     """How a trial measures energy.
 
     Attributes:
-        backend: ``auto`` (NVML, else nvidia-smi, else simulated), or one of them
-            forced. ``simulated`` yields numbers labelled ``source = simulated``.
+        backend: ``auto`` (the registered GPU backends in their order: NVML, nvidia-smi,
+            ..., simulated last), or one of them forced by name (see
+            docs/energy-backends.md). ``simulated`` yields numbers labelled
+            ``source = simulated``.
         sample_hz: power sampling rate (Hz) of the background sampler.
         counter_hz: energy-counter read rate (Hz); NVML's counter updates every
             ~100 ms and one read costs ~4 ms (ARCHITECTURE.md), so 10-20 Hz is enough.
@@ -93,7 +117,7 @@ class EnergySettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: Literal["auto", "nvml", "nvidia-smi", "simulated"] = "auto"
+    backend: BackendName = "auto"
     sample_hz: float = Field(default=20.0, gt=0, le=1000)
     counter_hz: float = Field(default=10.0, gt=0, le=100)
     jitter_max_s: float = Field(default=0.0, ge=0, le=10)

@@ -114,7 +114,12 @@ def check_trial(
             f"window too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
             f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
         )
-    if main.get("gpu_energy_j") is None:
+    if main.get("gpu_energy_j") is None and main.get("module_energy_j") is not None:
+        flags.append(
+            "energy covers whole modules (GPU, CPU and memory of a superchip): "
+            f"{main['module_energy_j']:.1f} J of module energy, no GPU-only figure"
+        )
+    elif main.get("gpu_energy_j") is None:
         reasons.append(
             "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
         )
@@ -131,13 +136,23 @@ def check_trial(
                 "CPU energy apportioned: other trials ran on this host during the window "
                 "(RAPL counts the whole socket; see cpu_reason)"
             )
-        elif flag not in ("window_too_short", "cross_check_disagreement"):
+        elif flag not in (
+            "window_too_short",
+            "cross_check_disagreement",
+            "average_power_edges_uncertain",
+            "module_scope",
+        ):
             flags.append(flag)
     for dev in main.get("gpu", []):
         tier, text = cross_check_finding(dev, settings)
         if tier == "invalid":
             reasons.append(text or "energy counter and power reference disagree")
         elif text:
+            flags.append(text)
+        tier, text = average_power_finding(dev, duration_s, settings)
+        if tier == "invalid":
+            reasons.append(text)
+        elif tier == "flag":
             flags.append(text)
     tier, text = stability_finding(result, start_s, end_s, settings)
     if tier == "invalid":
@@ -283,6 +298,30 @@ def twin_finding(values: list[float | None], settings: ValidationSettings) -> st
         f"{TWIN_FLAG}: the two valid repetitions ran at {a:.4g} and {b:.4g} steps/s ({ratio:.1f}x apart, "
         f"limit {settings.twin_max_ratio:g}x); the group is inconclusive"
     )
+
+
+def average_power_finding(dev: dict[str, Any], duration_s: float, settings: ValidationSettings) -> tuple[str, str]:
+    """Energy integrated from a trailing-average power reading only (C16): power steps
+    at the window's edges leave up to ``edge_uncertainty_rel`` of error even after the
+    lag shift (:mod:`gcbench.energy.window`); above ``cross_check_invalid_rel`` the trial
+    is invalid, above ``cross_check_flag_rel`` flagged (the same thresholds as the
+    counter's cross-check, the same edge allowance).
+
+    Returns:
+        (tier, sentence): tier ``ok``, ``flag`` or ``invalid``.
+    """
+    rel = dev.get("edge_uncertainty_rel")
+    if rel is None:
+        return "ok", ""
+    text = (
+        f"{dev.get('device', 'gpu')}: energy from average power only over a {duration_s:.2f} s window: "
+        f"power steps at its edges leave up to {100 * rel:.1f} % uncertainty"
+    )
+    if rel > settings.cross_check_invalid_rel:
+        return "invalid", text + f" (limit {100 * settings.cross_check_invalid_rel:g} %; measure a longer window)"
+    if rel > settings.cross_check_flag_rel:
+        return "flag", text
+    return "ok", ""
 
 
 def cross_check_finding(dev: dict[str, Any], settings: ValidationSettings) -> tuple[str, str | None]:

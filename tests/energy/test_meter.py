@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,7 +202,9 @@ def fake_smi(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("instant", ["[N/A]", "[Requested functionality has been deprecated]"])
-def test_nvidia_smi_fallback_streams_and_integrates_power_draw_when_instant_is_missing(tmp_path, fake_smi, instant):
+def test_nvidia_smi_fallback_integrates_power_draw_as_average_power_lag_corrected_when_instant_is_missing_c16(
+    tmp_path, fake_smi, instant
+):
     fake_smi.setenv("FAKE_SMI_INSTANT", instant)  # C08: a marker outside the known list is missing too
     m = Meter(EnergySettings(backend="nvidia-smi"), [0], tmp_path / "s.csv", seed=1)
     m.start()
@@ -211,8 +214,11 @@ def test_nvidia_smi_fallback_streams_and_integrates_power_draw_when_instant_is_m
     r = m.stop()["main"]
     g = r.gpu[0]
     assert m.backend == "nvidia-smi" and g.source == "nvidia-smi"
-    assert g.method == "nvidia-smi-power-integration" and g.power_field == "power.draw"
-    assert m.environment()["nvidia_smi_fields"]["power_instant_w"] == "power.draw"
+    # power.draw is the 1-s average (C16): it fills the average role, never the instant one, and is lag-corrected
+    assert g.method == "nvidia-smi-average-power-lag-corrected" and g.power_field == "power.draw.average"
+    fields = m.environment()["nvidia_smi_fields"]
+    assert fields["power_w"] == "power.draw.average" and "power_instant_w" not in fields
+    assert "1-s average power integrated, shifted by its lag of 0.57 s" in g.reason
     assert g.energy_j == pytest.approx(122.52 * r.duration_s, rel=0.02)
     assert not r.simulated
 
@@ -340,3 +346,31 @@ def test_cooldown_waits_until_below_threshold_or_stable_or_timeout():
     r = wait_for_cooldown(lambda: next(hot), 3, 10, poll_s=1.0, clock=lambda: clock["t"], sleep=tick)
     assert r["reason"] == "timeout" and r["waited_s"] == 3.0
     assert wait_for_cooldown(lambda: 80, 0, 50)["reason"] == "disabled"
+
+
+def test_nvidia_smi_of_a_driver_before_530_records_power_draw_as_averaged_power_c16(tmp_path, monkeypatch):
+    """C16b: the case's fake nvidia-smi (A100, no power.draw.instant, no power.draw.average)."""
+    case = Path(__file__).resolve().parents[1] / "fixtures" / "cases" / "round3" / "C16-average-power-lag"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "nvidia-smi"
+    exe.write_text(
+        (case / "bin" / "nvidia-smi").read_text().replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1)
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    m = Meter(EnergySettings(backend="nvidia-smi", sample_hz=10), [0], tmp_path / "s.csv", seed=1)
+    m.start()
+    m.begin_window()
+    time.sleep(1.5)
+    m.end_window()
+    r = m.stop()["main"]
+    g = r.gpu[0]
+    env = m.environment()
+    assert env["nvidia_smi_fields"]["power_w"] == "power.draw" and "power_instant_w" not in env["nvidia_smi_fields"]
+    assert env["methods"] == {"gpu0": "nvidia-smi-average-power-lag-corrected"}
+    assert env["device_facts"]["gpu0"]["instant_power"] is False
+    assert g.method == "nvidia-smi-average-power-lag-corrected" and g.power_field == "power.draw"
+    assert "1-s average power integrated, shifted by its lag of 0.57 s" in g.reason
+    assert g.energy_j == pytest.approx(244.0 * r.duration_s, rel=0.02)  # steady: the shift costs nothing
+    assert g.edge_uncertainty_rel == pytest.approx(0.0, abs=1e-9)

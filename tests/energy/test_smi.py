@@ -182,11 +182,17 @@ class FakeSmi:
         return 0, ", ".join("[N/A]" if f in self.na else self.values[f] for f in fields) + "\n"
 
 
-def test_na_instant_power_falls_back_to_power_draw_and_records_it():
+def test_na_instant_power_is_left_out_never_filled_with_the_averaged_power_draw_c16():
     run = FakeSmi(na={"power.draw.instant"})
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw"
+    assert "power_instant_w" not in roles
     assert roles["power_w"] == "power.draw.average"
+
+
+def test_driver_before_530_reads_power_draw_as_the_average_role_c16():
+    run = FakeSmi(unknown={"power.draw.instant", "power.draw.average"})
+    roles = smi.probe_fields([0], run=run)
+    assert "power_instant_w" not in roles and roles["power_w"] == "power.draw"
 
 
 def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
@@ -194,7 +200,7 @@ def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
     run.values["clocks.current.sm"] = "1980"
     run.values["clocks_throttle_reasons.active"] = "0x0000000000000001"
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw"
+    assert "power_instant_w" not in roles and roles["power_w"] == "power.draw.average"
     assert roles["sm_clock_mhz"] == "clocks.current.sm"
     assert roles["clocks_event_reasons"] == "clocks_throttle_reasons.active"
     assert roles["temperature_c"] == "temperature.gpu"
@@ -202,7 +208,7 @@ def test_unknown_field_is_replaced_field_by_field_not_the_whole_query():
 
 def test_driver_without_any_power_field_is_a_clear_error():
     run = FakeSmi(unknown={"power.draw", "power.draw.instant", "power.draw.average"})
-    with pytest.raises(MeasurementError, match="power_instant_w"):
+    with pytest.raises(MeasurementError, match="no supported field for power"):
         smi.probe_fields([0], run=run)
 
 
@@ -254,7 +260,7 @@ def test_role_whose_field_prints_only_a_marker_falls_back_to_its_next_field_c08(
     run.values["clocks.sm"] = "[Some Future Marker]"
     run.values["clocks.current.sm"] = "1980"
     roles = smi.probe_fields([0], run=run)
-    assert roles["power_instant_w"] == "power.draw" and roles["sm_clock_mhz"] == "clocks.current.sm"
+    assert "power_instant_w" not in roles and roles["sm_clock_mhz"] == "clocks.current.sm"
 
 
 def test_marker_in_a_streamed_numeric_role_is_unknown_never_text_c08():
@@ -426,23 +432,91 @@ def test_clock_step_of_minus_2_s_moves_no_sample():
     assert events == [{"event": "nvidia_smi_clock_step", "t_s": pytest.approx(0.1 + 0.05 * 20), "step_s": -2.0}]
 
 
-def test_buffered_rows_are_spread_by_printed_distance_but_never_before_the_previous_read_or_out_of_order():
+def test_rows_in_one_read_keep_their_printed_spacing_anchored_on_the_least_delayed_read():
     stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
     wall = datetime(2026, 10, 25, 2, 59, 59, 900000)
     (first,), _ = stream.feed(smi_line(wall, 1), read_t_s=1.0)
-    # three rows in one read, 50 ms apart as printed: placed back from the read time
+    # three rows in one read, 50 ms apart as printed: 50, 100, 150 ms after the first row
     chunk = b"".join(smi_line(wall + timedelta(seconds=0.05 * k), 2 + k) for k in (1, 2, 3))
-    samples, _ = stream.feed(chunk, read_t_s=1.2)
-    assert [round(t, 3) for t, _ in samples] == [1.1, 1.15, 1.2]
-    # a step of -2 s inside one read: kept in order, the earlier row clamped to the later one
+    samples, events = stream.feed(chunk, read_t_s=1.2)
+    assert first[0] == 1.0 and events == []
+    assert [round(t, 3) for t, _ in samples] == [1.05, 1.1, 1.15]
+
+
+def test_a_buffered_pipe_delivering_40_rows_at_once_gives_40_distinct_times_item10():
+    """nvidia-smi's stdout to a pipe is block-buffered: 2 s of rows arrive in one read."""
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 1, 1, 12, 0, 0)
+    out = []
+    for chunk_k in range(3):  # rows every 50 ms, delivered every 2 s (the last row 10 ms before its read)
+        rows = range(40 * chunk_k, 40 * (chunk_k + 1))
+        chunk = b"".join(smi_line(wall + timedelta(seconds=0.05 * i), float(i)) for i in rows)
+        out += stream.feed(chunk, read_t_s=0.3 + 0.05 * rows[-1] + 0.01)[0]
+    t = [x[0] for x in out]
+    assert len(t) == 120
+    gaps = [b - a for a, b in pairwise(t)]
+    assert min(gaps) == pytest.approx(0.05) and max(gaps) == pytest.approx(0.05)
+    assert t[0] == pytest.approx(0.31)  # anchored on the first read: row 0 printed 0 s before it
+
+
+def test_a_slow_reader_never_gives_zero_length_intervals_between_reads_item10():
+    """A read 300 ms late, then one on time: the late read does not push its rows (nor the next) later."""
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 1, 1, 12, 0, 0)
+    stream.feed(smi_line(wall, 0), read_t_s=0.5)
+    late = b"".join(smi_line(wall + timedelta(seconds=0.1 * k), k) for k in (1, 2, 3))
+    a, _ = stream.feed(late, read_t_s=0.5 + 0.3 + 0.3)  # printed up to 0.3 s, read 0.3 s late
+    b, _ = stream.feed(smi_line(wall + timedelta(seconds=0.4), 4), read_t_s=0.9)
+    t = [x[0] for x in a + b]
+    assert t == pytest.approx([0.6, 0.7, 0.8, 0.9])
+
+
+def test_a_clock_step_inside_one_read_is_refused_and_reanchored_keeping_order_item10():
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 10, 25, 2, 59, 59, 900000)
+    stream.feed(smi_line(wall, 1), read_t_s=1.0)
+    # a step of -2 s inside one read: the printed difference (-1.95 s) is refused
     chunk = smi_line(wall + timedelta(seconds=0.2), 5) + smi_line(wall - timedelta(seconds=1.75), 6)
     samples, events = stream.feed(chunk, read_t_s=1.3)
-    assert [t for t, _ in samples] == [1.3, 1.3] and events[0]["event"] == "nvidia_smi_clock_step"
-    # a step of +1 h (daylight saving) inside one read: the earlier row goes no further back than the last read
-    chunk = smi_line(wall, 7) + smi_line(wall + timedelta(hours=1), 8)
-    samples, _ = stream.feed(chunk, read_t_s=1.4)
-    assert [t for t, _ in samples] == [1.3, 1.4]
-    assert first[0] == 1.0
+    assert [round(t, 3) for t, _ in samples] == [1.2, 1.3]
+    assert events == [{"event": "nvidia_smi_clock_step", "t_s": pytest.approx(1.3), "step_s": -2.05}]
+    # a step of +1 h (daylight saving): refused too, the row placed at its read, after the previous one
+    samples, events = stream.feed(smi_line(wall + timedelta(hours=1, seconds=-1.7), 7), read_t_s=1.35)
+    assert [round(t, 3) for t, _ in samples] == [1.35]
+    assert events[0]["event"] == "nvidia_smi_clock_step" and events[0]["step_s"] == pytest.approx(3600.0, abs=0.1)
+
+
+def test_repeated_header_and_blank_lines_mid_stream_are_skipped_item9():
+    stream = smi.SmiStream(STREAM_ROLES, start_t_s=0.0)
+    wall = datetime(2026, 1, 1, 12, 0, 0)
+    chunk = (
+        smi_line(wall, 1.0)
+        + b"\n"
+        + b"timestamp, index, power.draw.instant [W]\n"
+        + b"   \n"
+        + smi_line(wall + timedelta(seconds=0.05), 2.0)
+    )
+    samples, events = stream.feed(chunk, read_t_s=1.0)
+    assert [r["power_instant_w"] for _, r in samples] == [1.0, 2.0] and events == []
+
+
+def test_header_and_blank_lines_among_query_rows_are_skipped_but_an_error_line_still_names_its_gpu_item9():
+    fields = ["index", "power.draw.instant"]
+    text = "index, power.draw.instant [W]\n0, 100.5\n\nindex, power.draw.instant [W]\n1, 200.25\n"
+    assert smi.parse_query_csv(text) == [
+        {"index": 0, "power.draw.instant": 100.5},
+        {"index": 1, "power.draw.instant": 200.25},
+    ]
+    assert smi.parse_query_csv("0, 100.5\nindex, power.draw.instant\n\n1, 200.25\n", fields) == [
+        {"index": 0, "power.draw.instant": 100.5},
+        {"index": 1, "power.draw.instant": 200.25},
+    ]
+    with pytest.raises(smi.SmiOutputError) as err:
+        smi.parse_query_csv(
+            "0, 100.5\nindex, power.draw.instant\nUnable to determine the device handle for GPU 1: GPU is lost\n",
+            fields,
+        )
+    assert err.value.device == "GPU 1" and err.value.rows == [{"index": 0, "power.draw.instant": 100.5}]
 
 
 def test_rows_of_several_gpus_printed_together_share_their_read_time():

@@ -7,7 +7,11 @@ Entry point: :class:`gcbench.energy.meter.Meter`. Importing this package is chea
 
 from __future__ import annotations
 
+from gcbench import spec as _spec
+from gcbench.energy import backend as _backend
 from gcbench.energy.base import SAMPLE_COLUMNS, DeviceEnergy, EnergyResult
+
+_spec.register_energy_backends(_backend.gpu_backend_names())
 
 __all__ = ["SAMPLE_COLUMNS", "DeviceEnergy", "EnergyResult", "Meter"]
 

@@ -28,7 +28,6 @@ trial keeps what was measured:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
 
 SAMPLE_COLUMNS = (
     "t_s",
@@ -43,7 +42,8 @@ SAMPLE_COLUMNS = (
 )
 """Column order of samples.csv and of the ``samples`` table (after trial_id)."""
 
-Source = Literal["nvml", "nvidia-smi", "rapl", "simulated", "none"]
+Source = str
+"""The backend that wrote a row or figure: a name of :data:`gcbench.energy.backend.REGISTRY`, or ``none``."""
 
 CROSS_CHECK_FLAG_REL = 0.05
 """Default of ``validation.cross_check_flag_rel``: a counter that differs from the 1-s
@@ -66,8 +66,11 @@ class DeviceEnergy:
     Attributes:
         device: ``gpu0`` ... or ``cpu:package-0`` ...
         energy_j: energy in joules over the window; None when unknown.
-        method: how it was obtained: ``nvml-counter-edge-corrected``,
-            ``nvml-counter``, ``nvml-power-integration``, ``nvidia-smi-power-integration``,
+        method: how it was obtained, ``<backend label>-<how>`` from the backend's
+            declared facts (:meth:`gcbench.energy.backend.Facts.method`):
+            ``nvml-counter-edge-corrected``, ``nvml-power-integration``,
+            ``nvml-average-power-lag-corrected``, ``nvidia-smi-power-integration``,
+            ``nvidia-smi-average-power-lag-corrected``, ``nvml-module-...`` (module scope),
             ``rapl``, ``simulated``, or ``unavailable``.
         source: the sensor family (see :data:`Source`).
         reason: why the value is None or degraded; None when fine.
@@ -96,6 +99,12 @@ class DeviceEnergy:
             when either is unknown.
         power_field: the power field integrated when it is not the default (e.g.
             ``power.draw`` when nvidia-smi's ``power.draw.instant`` is missing).
+        scope: what the figure covers (:data:`gcbench.energy.backend.Scope`): ``gpu``,
+            ``module`` (a superchip's GPU + CPU + memory), ``package``, ``dram``, ``node``.
+        edge_uncertainty_rel: for energy integrated from average power only, the error
+            power steps at the edges may leave (EDGE_ALLOWANCE_S x steps / energy); None
+            otherwise.
+        average_lag_s: the lag the average power was shifted by, s (average power only).
     """
 
     device: str
@@ -117,6 +126,9 @@ class DeviceEnergy:
     cross_check_reason: str | None = None
     instant_integral_j: float | None = None
     instant_integral_rel: float | None = None
+    scope: str = "gpu"
+    edge_uncertainty_rel: float | None = None
+    average_lag_s: float | None = None
 
 
 @dataclass
@@ -128,7 +140,8 @@ class EnergyResult:
         gpu: one entry per GPU of the trial.
         cpu: one entry per counted RAPL domain (nested or mirrored domains counted once);
             empty with ``cpu_reason`` set when RAPL is unreadable.
-        gpu_energy_j: sum over GPUs, J; None if any GPU is unknown.
+        gpu_energy_j: sum over GPUs, J; None if any GPU is unknown or the figures
+            cover whole modules (``module_energy_j``).
         cpu_energy_j: sum over counted CPU domains, J; None when unknown.
         cpu_reason: why CPU energy is unknown, or None.
         sample_hz: configured power sampling rate, Hz.
@@ -143,6 +156,10 @@ class EnergyResult:
             given); validation applies the plan's thresholds.
         backend: ``nvml``, ``nvidia-smi`` or ``simulated``.
         jitter_s: seeded delay slept before the window started, s.
+        module_energy_j: sum over devices whose counter covers a whole superchip module
+            (GPU + CPU + memory, e.g. Grace Hopper), J; ``gpu_energy_j`` is then None (a
+            module figure is never GPU energy) and ``cpu_reason`` says the CPU is inside it.
+        energy_scope: ``gpu`` or ``module``: what the device figures cover.
     """
 
     window_start_s: float
@@ -160,6 +177,8 @@ class EnergyResult:
     cross_check_threshold: float | None = None
     backend: str | None = None
     jitter_s: float | None = None
+    module_energy_j: float | None = None
+    energy_scope: str = "gpu"
 
     @property
     def duration_s(self) -> float:

@@ -128,6 +128,46 @@ def _docker() -> dict:
         return {"ok": False, "why_not": f"Docker engine not reachable: {type(exc).__name__}: {exc}"[:300]}
 
 
+def _backends(env: dict) -> list[dict]:
+    """Each registered backend in ``auto`` order: what it declares it reads, whether it
+    finds a device here, and why not (:mod:`gcbench.energy.backend`)."""
+    from gcbench.energy import backend
+
+    out = []
+    for e in backend.entries():
+        item: dict = {"name": e.name, "kind": e.kind, "ok": False, "why_not": None}
+        try:
+            obj = backend.load(e.name)
+        except (ImportError, AttributeError, MeasurementError) as exc:  # a broken registration is a finding
+            item["why_not"] = f"cannot load {e.path}: {exc}"
+            out.append(item)
+            continue
+        facts = obj if isinstance(obj, backend.Facts) else obj.facts
+        item["reads"] = facts.describe()
+        if e.kind != "gpu":
+            item.update(ok=None, why_not="see its own check above" if e.name == "rapl" else "not probed here")
+            out.append(item)
+            continue
+        impl = obj()
+        try:
+            opened = impl.open([], env)
+            item.update(ok=True, devices=[g["label"] for g in opened.gpus])
+            item["methods"] = sorted({_method(df) for df in opened.device_facts.values()})
+        except MeasurementError as exc:
+            item["why_not"] = str(exc)
+        finally:
+            impl.close()
+        out.append(item)
+    return out
+
+
+def _method(df) -> str:
+    f = df.facts
+    if f.energy_counter:
+        return f.method("counter-edge-corrected")
+    return f.method("power-integration" if f.instant_power else "average-power-lag-corrected")
+
+
 def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, docker_check: bool = True) -> dict:
     """Probe NVML, nvidia-smi, RAPL, Docker and the GPU mapping.
 
@@ -139,8 +179,14 @@ def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, do
     env = dict(os.environ if env is None else env)
     nv, gpus = _nvml(env)
     sm = _nvidia_smi()
-    backend = "nvml" if nv["ok"] and gpus["visible"] else "nvidia-smi" if sm["ok"] else "simulated"
+    backends = _backends(env)
+    chosen = next((b for b in backends if b["kind"] == "gpu" and b["ok"]), None)
+    backend = chosen["name"] if chosen else "none"
+    passed = [str(b["why_not"]) for b in backends if b["kind"] == "gpu" and not b["ok"]]
     return {
+        "backends": backends,
+        "backend_why": "; ".join(passed[: [b["name"] for b in backends].index(backend)] if chosen else passed)
+        or "the first backend in auto order found a device",
         "nvml": nv,
         "nvidia_smi": sm,
         "rapl": _rapl(rapl_root),
@@ -207,8 +253,17 @@ def format_text(d: dict) -> str:
         )
     for n in g.get("notes", []):
         lines.append(f"      note: {n}")
+    simulated = any(
+        b["name"] == d["backend"] and "simulated" in (b.get("methods") or []) for b in d.get("backends", [])
+    )
+    lines.append("    backends (auto order):")
+    for b in d.get("backends", []):
+        state = "found " + ", ".join(b.get("devices") or []) if b["ok"] else (b["why_not"] or "")
+        lines.append(f"      {mark(b['ok'])}{b['name']:<11} [{b['kind']}] {b.get('reads', '')}")
+        lines.append(f"         {state}" + (f"; figures: {', '.join(b['methods'])}" if b.get("methods") else ""))
     lines.append(
         f"    backend: {d['backend']}"
-        + ("  (numbers will be SIMULATED, not measured)" if d["backend"] == "simulated" else "")
+        + ("  (numbers will be SIMULATED, not measured)" if simulated else "")
+        + f"; why: {d.get('backend_why')}"
     )
     return "\n".join(lines)

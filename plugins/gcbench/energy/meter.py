@@ -32,7 +32,6 @@ MIG refused) -- all resolved at :meth:`start`, with errors that say how to fix t
 Example (runs anywhere; simulated on a machine without a GPU)::
 
     from pathlib import Path
-from typing import TYPE_CHECKING, Any
     from gcbench.spec import EnergySettings
     from gcbench.energy.meter import Meter
 
@@ -53,18 +52,15 @@ import select
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
-from gcbench.energy import integrate
-from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL, DeviceEnergy, EnergyResult
+from gcbench.energy import backend, integrate
+from gcbench.energy.base import CROSS_CHECK_FLAG_REL, DeviceEnergy, EnergyResult
+from gcbench.energy.window import DeviceSeries, cpu_window_energy, gpu_window_energy, read_samples
 from gcbench.errors import MeasurementError
 
-if TYPE_CHECKING:
-    from gcbench.energy.rapl import RaplDiscovery
+__all__ = ["DeviceSeries", "Meter", "cpu_window_energy", "gpu_window_energy", "read_samples", "wait_for_cooldown"]
 
 IDLE_KEY = "__idle_baseline__"
 PROCESS_CHECK_S = 0.5
@@ -122,153 +118,7 @@ def wait_for_cooldown(
 # ----------------------------------------------------------------------------- samples
 
 
-@dataclass
-class DeviceSeries:
-    """One device's samples as arrays (NaN = unknown)."""
-
-    t_s: np.ndarray
-    power_w: np.ndarray
-    power_instant_w: np.ndarray
-    energy_j: np.ndarray
-    source: str
-
-
-def read_samples(path: Path) -> dict[str, DeviceSeries]:
-    """samples.csv -> {device: DeviceSeries}, rows sorted by time."""
-    cols: dict[str, list[list[float]]] = {}
-    sources: dict[str, str] = {}
-
-    def num(x: str) -> float:
-        return float(x) if x else np.nan
-
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().strip().split(",")
-        ix = {c: i for i, c in enumerate(header)}
-        for line in f:
-            parts = line.rstrip("\n").split(",")
-            if len(parts) != len(header):
-                continue  # a line cut by a kill
-            dev = parts[ix["device"]]
-            sources.setdefault(dev, parts[ix["source"]])
-            cols.setdefault(dev, []).append(
-                [
-                    num(parts[ix["t_s"]]),
-                    num(parts[ix["power_w"]]),
-                    num(parts[ix["power_instant_w"]]),
-                    num(parts[ix["energy_j"]]),
-                ]
-            )
-    out = {}
-    for dev, rows in cols.items():
-        a = np.array(rows, dtype=float)
-        a = a[np.argsort(a[:, 0], kind="stable")]
-        out[dev] = DeviceSeries(a[:, 0], a[:, 1], a[:, 2], a[:, 3], sources[dev])
-    return out
-
-
-def gpu_window_energy(
-    series: DeviceSeries,
-    label: str,
-    start_s: float,
-    end_s: float,
-    *,
-    has_counter: bool = True,
-    counter_reason: str | None = None,
-    power_field: str | None = None,
-    cross_check_threshold: float = CROSS_CHECK_FLAG_REL,
-    cross_check_invalid: float = CROSS_CHECK_INVALID_REL,
-) -> tuple[DeviceEnergy, list[str]]:
-    """One GPU's energy over [start_s, end_s] from its samples.
-
-    Args:
-        cross_check_threshold, cross_check_invalid: flag and invalid thresholds of the
-            cross-check (:func:`gcbench.energy.integrate.cross_check_reference`); the
-            meter flags ``cross_check_disagreement`` above the first; validation
-            re-applies the plan's thresholds to the recorded figures.
-
-    Returns:
-        (DeviceEnergy, flags). ``energy_j`` is None only when no sample covers the window.
-    """
-    flags: list[str] = []
-    src = series.source
-    simulated = src == "simulated"
-    inst_ok = np.isfinite(series.power_instant_w)
-    if inst_ok.any():
-        pt, pw = series.t_s[inst_ok], series.power_instant_w[inst_ok]
-        power_note = None
-    else:
-        ok = np.isfinite(series.power_w)
-        pt, pw = series.t_s[ok], series.power_w[ok]
-        power_note = "instant power unavailable: 1-s average power integrated (lags up to 1 s)"
-    e_ok = np.isfinite(series.energy_j)
-    ticks = integrate.detect_ticks(series.t_s[e_ok], series.energy_j[e_ok]) if e_ok.sum() >= 2 else None
-    period = (ticks.period_s if ticks and ticks.period_s else None) or integrate.DEFAULT_UPDATE_PERIOD_S
-    dev = DeviceEnergy(
-        device=label, energy_j=None, method="unavailable", source=src, update_period_s=period, power_field=power_field
-    )
-    if integrate.too_short(end_s - start_s, period):
-        flags.append("window_too_short")
-    covered = pt.size > 0 and pt[0] <= start_s + 2 * period and pt[-1] >= end_s - 2 * period
-    if not covered:
-        dev.reason = "no power samples cover the window (sampler stopped or never ran)"
-        flags.append("samples_incomplete")
-        return dev, flags
-    integrated = integrate.power_integral_j(pt, pw, start_s, end_s)
-    cw = integrate.counter_window_energy_j(ticks, pt, pw, start_s, end_s) if ticks and has_counter else None
-    if cw is not None:
-        dev.energy_j = cw.energy_j
-        dev.method = "simulated" if simulated else "nvml-counter-edge-corrected"
-        if cw.decreased:
-            flags.append("counter_decreased")
-        if power_note is None:  # the instant trapezoid, for information
-            dev.instant_integral_j = integrated
-            dev.instant_integral_rel = integrate.cross_check(cw.energy_j, integrated)[0]
-        avg_ok = np.isfinite(series.power_w)
-        cc = integrate.cross_check_reference(
-            cw.energy_j,
-            series.t_s[avg_ok],
-            series.power_w[avg_ok],
-            start_s,
-            end_s,
-            flag_rel=cross_check_threshold,
-            invalid_rel=cross_check_invalid,
-        )
-        dev.cross_check_method = "average-power-lag"
-        dev.cross_check_j, dev.cross_check_rel = cc.reference_j, cc.rel
-        dev.cross_check_allowance_rel, dev.cross_check_excess_rel = cc.allowance_rel, cc.excess_rel
-        dev.cross_check_verdict, dev.cross_check_lag_s, dev.cross_check_reason = cc.verdict, cc.lag_s, cc.reason
-        if cc.verdict in ("flag", "invalid"):
-            flags.append("cross_check_disagreement")
-    else:
-        dev.energy_j = integrated
-        dev.method = (
-            "simulated" if simulated else f"{'nvidia-smi' if src == 'nvidia-smi' else 'nvml'}-power-integration"
-        )
-        dev.reason = counter_reason or (
-            "no counter on this backend"
-            if src == "nvidia-smi" or not has_counter
-            else "no counter tick after the window end: power integrated"
-        )
-    if ticks and any(start_s <= t <= end_s for t in ticks.decreased_t_s) and "counter_decreased" not in flags:
-        flags.append("counter_decreased")
-    notes = [n for n in (dev.reason, power_note) if n]
-    if simulated:
-        notes.insert(0, "simulated device: deterministic power model, not a measurement")
-    dev.reason = "; ".join(notes) or None
-    return dev, flags
-
-
-def cpu_window_energy(series: DeviceSeries, label: str, start_s: float, end_s: float) -> DeviceEnergy:
-    """One RAPL domain's energy over the window: cumulative counter interpolated at the edges."""
-    ok = np.isfinite(series.energy_j)
-    t, e = series.t_s[ok], series.energy_j[ok]
-    dev = DeviceEnergy(device=label, energy_j=None, method="rapl", source="rapl")
-    if t.size < 2 or t[0] > start_s + 1.0 or t[-1] < end_s - 1.0:
-        dev.method, dev.reason = "unavailable", "RAPL samples do not cover the window"
-        return dev
-    dev.energy_j = float(np.interp(end_s, t, e) - np.interp(start_s, t, e))
-    dev.update_period_s = float(np.median(np.diff(t)))
-    return dev
+# window energy maths: gcbench.energy.window (re-exported here, the meter's public names before it)
 
 
 # ----------------------------------------------------------------------------- meter
@@ -284,6 +134,14 @@ def _span(key: str, window: list[float | None]) -> tuple[float, float]:
     if start_s is None or end_s is None:
         raise MeasurementError("meter", f"window {key!r} has no end")
     return start_s, end_s
+
+
+def _planned_method(df: backend.DeviceFacts) -> str:
+    """The method a device's figures will have (before any window is measured)."""
+    f = df.facts
+    if f.energy_counter:
+        return f.method("counter-edge-corrected")
+    return f.method("power-integration" if f.instant_power else "average-power-lag-corrected")
 
 
 class Meter:
@@ -323,6 +181,7 @@ class Meter:
         env: dict | None = None,
         sim_idle_w: float = SIM_IDLE_W,
         sim_busy_w: float = SIM_BUSY_W,
+        hwmon_root: str = "/sys/class/hwmon",
     ):
         self.settings = settings
         self.devices = list(devices)
@@ -344,117 +203,51 @@ class Meter:
         self.idle_power_w: dict[str, float | None] = {}
         self.jitter_s: dict[str, float] = {}
         self._env_facts: dict = {}
-        self._rapl: RaplDiscovery | None = None
+        # the CPU backend's discovery: RaplDiscovery, else HwmonDiscovery (the same domains/skipped/reason)
+        self._rapl: Any = None
+        self._rapl_reason: str | None = None
+        self.cpu_backend = "rapl"
+        self.hwmon_root = hwmon_root
         self._proc: subprocess.Popen | None = None
         self._started = False
         self._stopped = False
-        self._nvml: Any = None  # the pynvml module with the nvml backend
-        self._smi_roles: dict[str, str] | None = None
+        self._impl: backend.GpuBackend | None = None
+        self._opened: backend.Opened | None = None
+        self.facts: backend.Facts | None = None
+        self.backend_choice: dict | None = None
         self.sampler_stats: dict | None = None
 
     # ------------------------------------------------------------------ start
     def _resolve_backend(self) -> None:
-        from gcbench.energy import nvml, smi
-
+        """Open the plan's backend, or with ``auto`` the first registered GPU backend that
+        finds a device (:data:`gcbench.energy.backend.REGISTRY` order); why each earlier
+        one was passed is kept in :attr:`backend_choice`."""
         wanted = self.settings.backend
+        names = backend.gpu_backend_names() if wanted == "auto" else (wanted,)
         why: list[str] = []
-        if wanted in ("auto", "nvml"):
+        for name in names:
+            cls = backend.load(name)
+            impl = cls(self.settings, sim={"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w})
             try:
-                nv = nvml.load()
-                if nv.nvmlDeviceGetCount() == 0:
-                    raise MeasurementError("nvml", "NVML finds no GPU")
-                gpus, notes = nvml.resolve_devices(
-                    nv, self.devices, self.env.get("CUDA_VISIBLE_DEVICES"), self.env.get("CUDA_DEVICE_ORDER")
-                )
-                self._nvml, self.backend, self.notes = nv, "nvml", notes
-                self.gpus = [
-                    {
-                        "label": g.label,
-                        "uuid": g.uuid,
-                        "index": g.host_index,
-                        "has_counter": g.has_counter,
-                        "counter_reason": g.counter_reason,
-                    }
-                    for g in gpus
-                ]
-                self._env_facts = nvml.environment(nv, gpus)
-                return
-            except MeasurementError as exc:
-                if (
-                    wanted == "nvml"
-                    or "MIG" in str(exc)
-                    or exc.device.startswith("cuda:")
-                    or "CUDA_VISIBLE_DEVICES" in str(exc)
-                ):
+                opened = impl.open(self.devices, self.env)
+            except backend.BackendUnavailable as exc:
+                if wanted != "auto":
                     raise
                 why.append(str(exc))
-        if wanted in ("auto", "nvidia-smi"):
-            path = smi.find_nvidia_smi()
-            listed = smi.list_gpus(nvidia_smi=path) if path else []
-            if path and listed:
-                if any(str(e).startswith("MIG-") for e in (self.env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
-                    raise MeasurementError(
-                        "cuda",
-                        "CUDA_VISIBLE_DEVICES names a MIG instance: energy is per "
-                        "physical GPU; give the trial a whole GPU",
-                    )
-                wanted_idx = self.devices or [g["index"] for g in listed]
-                by_idx = {g["index"]: g for g in listed}
-                missing = [i for i in wanted_idx if i not in by_idx]
-                if missing:
-                    raise MeasurementError(f"gpu{missing[0]}", f"nvidia-smi lists no GPU {missing[0]}")
-                self._smi_roles = smi.probe_fields(wanted_idx, nvidia_smi=path)
-                self.backend = "nvidia-smi"
-                self.gpus = [
-                    {
-                        "label": f"gpu{i}",
-                        "uuid": by_idx[i]["uuid"],
-                        "index": i,
-                        "has_counter": False,
-                        "counter_reason": "nvidia-smi has no energy counter",
-                        "name": by_idx[i]["name"],
-                    }
-                    for i in wanted_idx
-                ]
-                self._env_facts = {"gpus": self.gpus, "nvidia_smi": path, "nvidia_smi_fields": self._smi_roles}
-                self._nvidia_smi = path
-                return
-            why.append("nvidia-smi not found on PATH" if not path else "nvidia-smi lists no GPU")
-            if wanted == "nvidia-smi":
-                raise MeasurementError("nvidia-smi", "; ".join(why))
-        self.backend = "simulated"
-        self.gpus = [
-            {"label": f"gpu{i}", "uuid": None, "index": i, "has_counter": True, "counter_reason": None}
-            for i in (self.devices or [0])
-        ]
-        self._env_facts = {
-            "gpus": self.gpus,
-            "simulated_model": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w, "tick_s": 0.1},
-            "why_simulated": "; ".join(why) or "backend 'simulated' requested",
-        }
+                continue
+            self._impl, self._opened, self.backend = impl, opened, name
+            self.facts = impl.facts
+            self.gpus, self.notes = opened.gpus, opened.notes
+            self._env_facts = dict(opened.environment)
+            self.backend_choice = {"backend": name, "requested": wanted, "passed": why}
+            if impl.facts.simulated:
+                self._env_facts["why_simulated"] = "; ".join(why) or f"backend {name!r} requested"
+            return
+        raise MeasurementError("energy", "no energy backend found a GPU: " + "; ".join(why))
 
     def _max_temperature_c(self) -> float | None:
-        if self.backend == "nvml":
-            temps = []
-            for g in self.gpus:
-                try:
-                    h = self._nvml.nvmlDeviceGetHandleByUUID(g["uuid"])
-                    temps.append(float(self._nvml.nvmlDeviceGetTemperature(h, self._nvml.NVML_TEMPERATURE_GPU)))
-                except self._nvml.NVMLError:
-                    return None
-            return max(temps) if temps else None
-        if self.backend == "nvidia-smi":
-            from gcbench.energy import smi
-
-            rc, out = smi.run_argv(
-                smi.query_argv(["temperature.gpu"], [g["index"] for g in self.gpus], nvidia_smi=self._nvidia_smi)
-            )
-            try:
-                vals = [r["temperature.gpu"] for r in smi.parse_query_csv(out, ["temperature.gpu"])] if rc == 0 else []
-            except ValueError:
-                return None
-            return max(vals) if vals and None not in vals else None
-        return 35.0  # simulated idle temperature
+        assert self._impl is not None and self._opened is not None  # after _resolve_backend
+        return self._impl.max_temperature_c(self._opened)
 
     def start(self) -> None:
         """Resolve backend and devices, cool down, start sampling, measure idle baseline.
@@ -471,9 +264,22 @@ class Meter:
         self.cooldown = wait_for_cooldown(self._max_temperature_c, s.cooldown_max_s, s.cooldown_temp_c)
         self._rapl = rapl.discover(s.rapl_root)
         rapl_ok = self._rapl.reason is None and self._rapl.domains
+        hwmon_cfg: list[dict] = []
+        if not rapl_ok:  # the CPU backends in REGISTRY order: RAPL, then hwmon (ARM: no RAPL)
+            from gcbench.energy import hwmon
+
+            hw = hwmon.discover(self.hwmon_root)
+            if hw.domains:
+                self._rapl_reason, self._rapl, self.cpu_backend = self._rapl.reason, hw, "hwmon"
+                if hw.reason is None:
+                    hwmon_cfg = [{"label": d.label, "path": d.path, "kind": d.kind} for d in hw.domains]
+            else:
+                self._rapl.reason = f"{self._rapl.reason or 'no RAPL domain'}; {hw.reason}"
         self.origin_monotonic = time.monotonic()
         origin_wall = time.time()
+        assert self._opened is not None
         cfg = {
+            **self._opened.sampler_cfg,
             "backend": self.backend,
             "samples_path": str(self.samples_path),
             "origin_monotonic": self.origin_monotonic,
@@ -487,10 +293,8 @@ class Meter:
             ]
             if rapl_ok
             else [],
-            "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains)),
-            "smi_roles": self._smi_roles,
-            "nvidia_smi": getattr(self, "_nvidia_smi", None),
-            "sim": {"idle_w": self.sim_idle_w, "busy_w": self.sim_busy_w},
+            "rapl_interval_s": min(1.0 / s.counter_hz, rapl.max_poll_interval_s(self._rapl.domains if rapl_ok else [])),
+            "hwmon": hwmon_cfg,
             "trial_pid": os.getpid(),
             "process_check_s": PROCESS_CHECK_S,
             "tail_s": integrate.reference_tail_s(s.sample_hz),
@@ -673,8 +477,8 @@ class Meter:
     def _compute(self, not_ended: list[str]) -> dict[str, EnergyResult]:
         series = read_samples(self.samples_path) if self.samples_path.exists() else {}
         n_rows = sum(len(s.t_s) for s in series.values())
-        simulated = self.backend == "simulated"
-        power_field = (self._smi_roles or {}).get("power_instant_w") if self.backend == "nvidia-smi" else None
+        simulated = bool(self.facts and self.facts.simulated)
+        device_facts = self._opened.device_facts if self._opened else {}
 
         def gpu_list(a: float, b: float) -> tuple[list[DeviceEnergy], list[str]]:
             devs, flags = [], []
@@ -691,9 +495,9 @@ class Meter:
                     g["label"],
                     a,
                     b,
+                    facts=device_facts.get(g["label"]),
                     has_counter=g.get("has_counter", True),
                     counter_reason=g.get("counter_reason"),
-                    power_field=power_field,
                     cross_check_threshold=self.cross_check_threshold,
                 )
                 devs.append(d)
@@ -722,14 +526,16 @@ class Meter:
             cpu: list[DeviceEnergy] = []
             cpu_reason: str | None = None
             if self._rapl is None or not self._rapl.domains or self._rapl.reason:
-                cpu_reason = (self._rapl.reason if self._rapl else None) or "RAPL not discovered"
+                cpu_reason = (self._rapl.reason if self._rapl else None) or "no CPU energy backend discovered"
             else:
                 for dom in self._rapl.domains:
                     s = series.get(dom.label)
                     c = (
                         cpu_window_energy(s, dom.label, a, b)
                         if s is not None
-                        else DeviceEnergy(dom.label, None, "unavailable", "rapl", reason="no RAPL samples")
+                        else DeviceEnergy(
+                            dom.label, None, "unavailable", self.cpu_backend, reason=f"no {self.cpu_backend} samples"
+                        )
                     )
                     c.idle_power_w = self.idle_power_w.get(dom.label)
                     if c.energy_j is not None and c.idle_power_w is not None:
@@ -753,7 +559,17 @@ class Meter:
             if key in not_ended:
                 flags.append("window_not_ended")
             gpu_known = [d.energy_j for d in devs if d.energy_j is not None]
-            gpu_j = sum(gpu_known) if devs and len(gpu_known) == len(devs) else None
+            total_j = sum(gpu_known) if devs and len(gpu_known) == len(devs) else None
+            # a module-scope figure (Grace Hopper: GPU + CPU + memory) is module energy, never GPU energy
+            modules = [d.device for d in devs if d.scope == "module"]
+            gpu_j = None if modules else total_j
+            module_j = total_j if modules and len(modules) == len(devs) else None
+            if modules:
+                flags.append("module_scope")
+                inside = f"included in the module energy of {', '.join(modules)} (GPU, CPU and memory of the module)"
+                cpu_reason = f"{cpu_reason}; {inside}" if cpu_reason else None
+                if cpu_reason is None and cpu:
+                    flags.append("cpu_inside_module")  # RAPL beside a module counter: never add the two
             above = [d.energy_above_idle_j for d in devs if d.energy_above_idle_j is not None]
             # cpu_reason is None only when every domain's energy is known
             cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
@@ -763,6 +579,8 @@ class Meter:
                 gpu=devs,
                 cpu=cpu,
                 gpu_energy_j=gpu_j,
+                module_energy_j=module_j,
+                energy_scope="module" if modules else "gpu",
                 cpu_energy_j=cpu_j,
                 cpu_reason=cpu_reason,
                 sample_hz=self.settings.sample_hz,
@@ -786,7 +604,7 @@ class Meter:
 
     def _process_check_status(self) -> str:
         """How foreign processes on the GPUs were looked for (for the report)."""
-        if self.backend != "nvml":
+        if not (self.facts and self.facts.process_list):
             return f"not checked: the {self.backend} backend cannot list GPU processes"
         notes = [f"{e['status']}: {e['reason']}" for e in self.events if e.get("event") == "process_check"]
         return "; ".join(notes) if notes else f"NVML process list every {PROCESS_CHECK_S:g} s and at window edges"
@@ -796,7 +614,9 @@ class Meter:
         driver and NVML versions, methods, RAPL domains, cool-down, idle baseline."""
         env = {
             "backend": self.backend,
-            "simulated": self.backend == "simulated",
+            "simulated": bool(self.facts and self.facts.simulated),
+            "backend_choice": self.backend_choice,
+            "device_facts": {k: v.to_dict() for k, v in (self._opened.device_facts if self._opened else {}).items()},
             "sample_hz": self.settings.sample_hz,
             "counter_hz": self.settings.counter_hz,
             "cuda_visible_devices": self.env.get("CUDA_VISIBLE_DEVICES"),
@@ -804,21 +624,22 @@ class Meter:
             "cooldown": self.cooldown,
             "idle_power_w": self.idle_power_w or None,
             "methods": {
-                g["label"]: (
-                    "simulated"
-                    if self.backend == "simulated"
-                    else "nvml-counter-edge-corrected"
-                    if g.get("has_counter") and self.backend == "nvml"
-                    else f"{self.backend}-power-integration"
-                )
-                for g in self.gpus
+                label: _planned_method(df) for label, df in (self._opened.device_facts if self._opened else {}).items()
             },
             "sampler_events": self.events or None,
             "sampler_stats": self.sampler_stats,
             "foreign_process_check": self._process_check_status(),
         }
         env.update(self._env_facts)
-        if self._rapl is not None:
+        env["cpu_backend"] = self.cpu_backend if self._rapl is not None and self._rapl.domains else None
+        if self._rapl is not None and self.cpu_backend == "hwmon":
+            env["hwmon"] = {
+                "domains": [f"{d.label}: {d.source} ({d.path})" for d in self._rapl.domains],
+                "reason": self._rapl.reason,
+                "skipped": [list(x) for x in self._rapl.skipped],
+                "rapl_reason": self._rapl_reason,
+            }
+        elif self._rapl is not None:
             env["rapl"] = {
                 "domains": [d.label for d in self._rapl.domains],
                 "reason": self._rapl.reason,

@@ -28,7 +28,16 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
+
+POWER_SCOPE_GPU = 0
+POWER_SCOPE_MODULE = 1
+MODULE_MARGIN_MW = 1000
+"""A module's power exceeds its GPU's by its CPU and memory (tens of W even idle); an
+answer within 1 W of the GPU's own is the GPU (a discrete GPU echoing the scope)."""
+"""NVML_POWER_SCOPE_MODULE (nvml.h: "Targets the whole module", GPU + CPU + memory of a
+superchip); NVML_POWER_SCOPE_GPU is 0. Passed as a field's ``scopeId``."""
 
 INIT_PID_NAMESPACE_INODE = 0xEFFFFFFC
 """Inode of the host's (initial) PID namespace, fixed by the kernel (PROC_PID_INIT_INO)."""
@@ -208,6 +217,36 @@ def resolve_devices(
     return gpus, list(dict.fromkeys(notes))
 
 
+def probe_power_scope(pynvml, handle) -> tuple[str, str]:
+    """What this GPU's energy counter and power cover: ``("module", why)`` on a superchip
+    whose NVML answers module-scope power (GH200, GB200: the counter then covers GPU, CPU
+    and memory; Zeus PR #172), else ``("gpu", why)``.
+
+    Probes ``nvmlDeviceGetFieldValues`` with ``NVML_FI_DEV_POWER_INSTANT`` at
+    ``scopeId`` GPU and MODULE. A GPU that rejects the module scope, answers it with no
+    value, or with its own GPU power (within :data:`MODULE_MARGIN_MW`) is GPU scope: a GB10 reports a C2C link but only GPU scope (Zeus PR
+    #242), so the probe, never the product name, decides.
+    """
+    inst = pynvml.NVML_FI_DEV_POWER_INSTANT
+    try:
+        g, v = pynvml.nvmlDeviceGetFieldValues(handle, [(inst, POWER_SCOPE_GPU), (inst, POWER_SCOPE_MODULE)])
+    except (pynvml.NVMLError, TypeError, ValueError) as exc:
+        return "gpu", f"module power scope not supported ({exc})"
+    if getattr(v, "nvmlReturn", 1) != 0:
+        return "gpu", f"module power scope not supported (NVML return {v.nvmlReturn})"
+    mw = _field_value(v)
+    if not mw:
+        return "gpu", "module power scope answered no value"
+    gpu_mw = _field_value(g) if getattr(g, "nvmlReturn", 1) == 0 else None
+    if gpu_mw is not None and mw - gpu_mw < MODULE_MARGIN_MW:
+        # a module holds a CPU and memory beside the GPU: the same figure is the GPU's own
+        return "gpu", f"module scope answers the GPU's own power ({mw / 1e3:.0f} W): GPU scope"
+    return "module", (
+        f"NVML answers module-scope power ({mw / 1e3:.0f} W): the energy counter covers the whole "
+        "module (GPU, CPU and memory), not the GPU alone"
+    )
+
+
 def _field_value(v) -> float | None:
     if v.nvmlReturn != 0:
         return None
@@ -232,10 +271,15 @@ class NvmlReader:
     Every failed read is None (unknown), never 0.
     """
 
-    def __init__(self, pynvml, uuids: list[str]):
+    def __init__(self, pynvml, uuids: list[str], scopes: list[str] | None = None):
         self.nv = pynvml
         self.handles = [pynvml.nvmlDeviceGetHandleByUUID(u) for u in uuids]
-        self.fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+        fields = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
+        # a module-scope counter (Grace Hopper) is edge corrected with module-scope power
+        self.fields = [
+            [(f, POWER_SCOPE_MODULE) for f in fields] if sc == "module" else fields
+            for sc in (scopes or ["gpu"] * len(uuids))
+        ]
         self.fields_ok = [True] * len(uuids)
         self._reasons = (
             getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
@@ -261,7 +305,7 @@ class NvmlReader:
                 pass
         if self.fields_ok[i]:
             try:
-                inst, avg = nv.nvmlDeviceGetFieldValues(h, self.fields)
+                inst, avg = nv.nvmlDeviceGetFieldValues(h, self.fields[i])
                 for key, v in (("power_instant_w", inst), ("power_w", avg)):
                     mw = _field_value(v)
                     row[key] = None if mw is None else mw / 1e3
@@ -283,6 +327,13 @@ class NvmlReader:
                 except nv.NVMLError:
                     pass
         return row
+
+    def sample(self, i: int, t_s: float, counter: bool, extras: bool = True) -> dict:
+        """The polled-reader interface (:class:`gcbench.energy.backend.GpuBackend`): :meth:`read`."""
+        return self.read(i, counter=counter, extras=extras)
+
+    def mark(self, t_s: float, delta: int) -> None:
+        """Window edges change nothing on a sensor."""
 
     def processes(self, i: int) -> set[int] | None:
         """PIDs holding a compute or graphics context on GPU ``i``; None when NVML cannot
@@ -415,3 +466,90 @@ def classify_gpu_processes(
         else:
             foreign[pid] = st[1]
     return foreign, unattributable
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class NvmlBackend(GpuBackend):
+    """NVIDIA GPUs through NVML (the module docstring has the facts)."""
+
+    facts = Facts(
+        name="nvml",
+        label="nvml",
+        energy_counter=True,
+        instant_power=True,
+        average_power=True,
+        average_period_s=1.0,
+        average_lag_s=0.57,  # docs/measurement.md, integrate.AVERAGE_POWER_LAG_S
+        update_period_s=0.1,
+        counter_scope="gpu",
+        temperature=True,
+        clocks=True,
+        utilization=True,
+        power_limits=True,
+        power_caps=True,
+        process_list=True,
+        counter_resolution_j=0.001,
+    )
+
+    def open(self, devices: list[int], env: dict) -> Opened:
+        """Resolve ``devices`` through ``CUDA_VISIBLE_DEVICES`` (UUID / PCI mapping).
+
+        Raises:
+            BackendUnavailable: pynvml or the driver is missing, or NVML finds no GPU.
+            MeasurementError: MIG, a ``cuda:`` device or ``CUDA_VISIBLE_DEVICES`` that
+                cannot be mapped (the trial must not run on a guess).
+        """
+        try:
+            nv = load()
+            if nv.nvmlDeviceGetCount() == 0:
+                raise MeasurementError("nvml", "NVML finds no GPU")
+            gpus, notes = resolve_devices(nv, devices, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
+        except MeasurementError as exc:
+            if "MIG" in str(exc) or exc.device.startswith("cuda:") or "CUDA_VISIBLE_DEVICES" in str(exc):
+                raise
+            raise BackendUnavailable(exc.device, str(exc).split(": ", 1)[-1]) from exc
+        self._nv = nv
+        scopes = {g.label: probe_power_scope(nv, nv.nvmlDeviceGetHandleByUUID(g.uuid)) for g in gpus}
+        facts = {}
+        for g in gpus:
+            f = self.facts if g.has_counter else without(self.facts, energy_counter=False)
+            scope, why = scopes[g.label]
+            if scope == "module":
+                f = without(f, counter_scope="module")
+            facts[g.label] = DeviceFacts(f, counter_reason=g.counter_reason, scope_reason=why)
+        env = environment(nv, gpus)
+        for d in env["gpus"]:
+            d["scope"], d["scope_reason"] = scopes[d["label"]]
+        return Opened(
+            gpus=[
+                {
+                    "label": g.label,
+                    "uuid": g.uuid,
+                    "index": g.host_index,
+                    "has_counter": g.has_counter,
+                    "counter_reason": g.counter_reason,
+                    "scope": scopes[g.label][0],
+                }
+                for g in gpus
+            ],
+            device_facts=facts,
+            notes=notes,
+            environment=env,
+        )
+
+    def max_temperature_c(self, opened: Opened) -> float | None:
+        nv = self._nv
+        temps = []
+        for g in opened.gpus:
+            try:
+                h = nv.nvmlDeviceGetHandleByUUID(g["uuid"])
+                temps.append(float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)))
+            except nv.NVMLError:
+                return None
+        return max(temps) if temps else None
+
+    @classmethod
+    def reader(cls, cfg: dict) -> NvmlReader:
+        return NvmlReader(load(), [g["uuid"] for g in cfg["gpus"]], [g.get("scope", "gpu") for g in cfg["gpus"]])

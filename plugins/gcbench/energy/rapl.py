@@ -270,3 +270,23 @@ class RaplCounter:
     def total_j(self) -> float:
         """Energy counted since the first read, J."""
         return self.total_uj / 1e6
+
+
+def _facts():
+    from gcbench.energy.backend import Facts
+
+    return Facts(
+        name="rapl",
+        kind="cpu",
+        label="rapl",
+        energy_counter=True,
+        update_period_s=0.001,  # the MSR updates about every 1 ms (Intel SDM, vol. 3B 14.9)
+        counter_scope="package",
+        power_limits=True,
+        counter_resolution_j=1e-6,
+    )
+
+
+RAPL_FACTS = _facts()
+"""What the RAPL backend reads (:mod:`gcbench.energy.backend`): per-domain energy counters
+in uJ, wrapping at ``max_energy_range_uj``; package scope (DRAM subzones ``dram``)."""

@@ -8,13 +8,14 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
 * stdin, then: ``begin <t_s>``, ``end <t_s>`` (window edges; the simulated GPU is busy
   between them), ``burst`` (locate the next counter ticks), ``stop``. End of file (the
   trial died) stops at once.
-* stdout: ``{"ready": ...}`` once sampling runs, ``{"event": ...}`` findings
+* stdout: ``{"ready": ...}`` once sampling runs (a streamed backend: once its first rows are in), ``{"event": ...}`` findings
   (``rapl_wrap_unknown``; from nvidia-smi ``nvidia_smi_error`` naming the GPU,
   ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``), ``{"done": true, "rows": n}``
   at the end.
 
-nvidia-smi rows are timed on this process's monotonic clock when they are read, not
-by their printed wall-clock timestamp (see :class:`gcbench.energy.smi.SmiStream`).
+nvidia-smi rows are timed on this process's monotonic clock: their printed wall-clock
+timestamps give their spacing (checked for steps), the reads anchor them (see
+:class:`gcbench.energy.smi.SmiStream`).
 
 The simulated device is a model, not a sensor: once ``stop`` has come, no window edge
 can follow, so its remaining reads (the counter burst and the cross-check's power tail,
@@ -51,12 +52,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gcbench.energy import backend
 from gcbench.energy.base import SAMPLE_COLUMNS
 
 if TYPE_CHECKING:
-    from gcbench.energy.nvml import NvmlReader
-    from gcbench.energy.simulated import SimulatedGpu
-    from gcbench.energy.smi import SmiStream
+    from typing import Any
 
 MAX_EVENTS = 200
 
@@ -138,49 +138,30 @@ class Sampler:
         self.last_energy: dict[int, float | None] = {}
         self.stopping = False
         self.stop_deadline: float | None = None
-        self.reader: NvmlReader | None = None
-        self.sims: list[SimulatedGpu] = []
-        self.smi: subprocess.Popen | None = None
-        self.smi_stream: SmiStream | None = None
-        if self.backend == "nvml":
-            from gcbench.energy import nvml
-
-            self.reader = nvml.NvmlReader(nvml.load(), [g["uuid"] for g in self.gpus])
-        elif self.backend == "simulated":
-            from gcbench.energy.simulated import SimulatedGpu
-
-            sim = cfg.get("sim") or {}
-            self.sims = [
-                SimulatedGpu(
-                    idle_w=sim.get("idle_w", 60.0), busy_w=sim.get("busy_w", 300.0), phase_s=(0.0371 * (k + 1)) % 0.1
-                )
-                for k in range(len(self.gpus))
-            ]
-        elif self.backend == "nvidia-smi":
-            from gcbench.energy import smi
-
-            self.smi_roles = cfg["smi_roles"]
-            self.smi_fields = list(dict.fromkeys(self.smi_roles.values()))
-            argv = smi.query_argv(
-                self.smi_fields,
-                [g["index"] for g in self.gpus],
-                interval_ms=max(int(round(self.power_dt * 1000)), 10),
-                nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi",
-            )
-            self.smi_stream = smi.SmiStream(self.smi_roles, start_t_s=self.now())
-            self.smi = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            self.smi_labels = {g["index"]: g["label"] for g in self.gpus}
+        # what the backend reads decides how it is read (its declared facts, never its name)
+        cls = backend.load(self.backend)
+        self.facts: backend.Facts = cls.facts
+        self.reader: Any = cls.reader(cfg)
+        self.child: subprocess.Popen | None = None  # a streamed backend's process
+        self.labels = {g["index"]: g["label"] for g in self.gpus}
+        if not self.facts.polled:
+            argv = self.reader.argv(self.now())
+            self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.rapl = []
         from gcbench.energy.rapl import RaplCounter, read_int
 
         self._read_int = read_int
         for d in cfg.get("rapl", []):
             self.rapl.append((d["label"], Path(d["path"]) / "energy_uj", RaplCounter(d.get("max_energy_range_uj"))))
+        from gcbench.energy.hwmon import HwmonCounter
+
+        self.hwmon = [(d["label"], Path(d["path"]), HwmonCounter(d["kind"])) for d in cfg.get("hwmon") or []]
+        self.cpu_read = bool(self.rapl or self.hwmon)  # a CPU backend's sensors to read
         self.rapl_dt = float(cfg.get("rapl_interval_s", 0.1))
         self.rapl_last_t: float | None = None
         self.trial_pid = cfg.get("trial_pid")
         self.process_dt = float(cfg.get("process_check_s", 0.5))
-        self.check_processes = self.backend == "nvml" and self.trial_pid is not None and self.process_dt > 0
+        self.check_processes = self.facts.process_list and self.trial_pid is not None and self.process_dt > 0
         self.open_windows = 0
         self.window_gen = 0
         self.process_due = False
@@ -208,8 +189,8 @@ class Sampler:
             return
         if parts[0] in ("begin", "end"):
             t = float(parts[1])
-            for s in self.sims:
-                s.mark(t, 1 if parts[0] == "begin" else -1)
+            if self.facts.polled:
+                self.reader.mark(t, 1 if parts[0] == "begin" else -1)
             self.start_burst()
             if parts[0] == "begin":
                 self.open_windows += 1
@@ -229,8 +210,6 @@ class Sampler:
                 self.stop_deadline = max(self.stop_deadline, self.stop_not_before + 0.1)
 
     def start_burst(self) -> None:
-        if self.backend == "nvidia-smi":
-            return
         t = self.now()
         for i, g in enumerate(self.gpus):
             if g.get("has_counter", True):
@@ -238,18 +217,13 @@ class Sampler:
 
     # ------------------------------------------------------------ reads
     def read_gpus(self, counter_due: bool, power_due: bool) -> None:
-        reader = self.reader  # None with the simulated backend
         for i, g in enumerate(self.gpus):
             in_burst = i in self.bursts
             use_counter = g.get("has_counter", True) and (counter_due or in_burst)
             t0 = self.now()
-            if self.backend == "simulated":
-                row = self.sims[i].read(t0, counter=use_counter)
-                t = t0
-            else:
-                assert reader is not None
-                row = reader.read(i, counter=use_counter, extras=power_due)
-                t = (t0 + self.now()) / 2
+            row = self.reader.sample(i, t0, counter=use_counter, extras=power_due)
+            # a model is read at an instant; a sensor read takes time: timed at its middle
+            t = t0 if self.facts.simulated else (t0 + self.now()) / 2
             self.writer.row(t, g["label"], self.backend, row)
             e = row.get("energy_j")
             if e is not None:
@@ -273,7 +247,7 @@ class Sampler:
         from gcbench.energy import nvml
 
         reader, trial_pid = self.reader, self.trial_pid
-        assert reader is not None and trial_pid is not None  # check_processes: nvml backend, a trial pid
+        assert trial_pid is not None  # check_processes: a backend with a process list, a trial pid
         t = self.now()
         for i, g in enumerate(self.gpus):
             pids = reader.processes(i)
@@ -308,17 +282,22 @@ class Sampler:
             if counter.unknown_wraps > unknown_before and self.events < MAX_EVENTS:
                 self.events += 1
                 _emit({"event": "rapl_wrap_unknown", "device": label, "t_s": t})
+        for label, path, hw in self.hwmon:
+            try:
+                raw = self._read_int(path)
+            except (OSError, ValueError):
+                continue  # unreadable now: a gap, never 0
+            energy_j, power_w = hw.update(raw, t)
+            self.writer.row(t, label, "hwmon", {"energy_j": energy_j, "power_w": power_w}, energy_digits=6)
         self.rapl_last_t = t
 
-    def read_smi(self, data: bytes) -> None:
-        """Write the rows of nvidia-smi output just read, timed now (monotonic)."""
-        assert self.smi_stream is not None  # the nvidia-smi backend made it
-        samples, events = self.smi_stream.feed(data, self.now())
-        for t, row in samples:
-            label = self.smi_labels.get(row.pop("index", None))
-            row.pop("uuid", None)
+    def read_stream(self, data: bytes) -> None:
+        """Write the rows of a streamed backend's output just read (timed by its reader)."""
+        rows, events = self.reader.feed(data, self.now())
+        for t, index, row in rows:
+            label = self.labels.get(index)
             if label is not None:
-                self.writer.row(t, label, "nvidia-smi", row)
+                self.writer.row(t, label, self.backend, row)
         for ev in events:
             if self.events < MAX_EVENTS:
                 self.events += 1
@@ -330,11 +309,21 @@ class Sampler:
         next_power, next_counter, next_rapl, next_flush = t, t, t, t + self.flush_dt
         next_process = t
         buf = b""
-        smi_fd = self.smi.stdout.fileno() if self.smi and self.smi.stdout else None
-        gpu_polled = self.backend in ("nvml", "simulated")
+        smi_fd = self.child.stdout.fileno() if self.child and self.child.stdout else None
+        gpu_polled = self.facts.polled
+        # a streamed backend is ready once its first rows are in (a child process may take
+        # a second or more to start on a loaded host): a window opened then is covered
+        deadline = time.monotonic() + float(self.cfg.get("stream_start_s", 15.0))
+        while smi_fd is not None and self.writer.rows == 0 and time.monotonic() < deadline:
+            if select.select([smi_fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                data = os.read(smi_fd, 65536)
+                if not data:
+                    smi_fd = None
+                    break
+                self.read_stream(data)
         _emit({"ready": True, "backend": self.backend})
         while True:
-            if self.stopping and self.backend == "simulated" and not self.fast_forward:
+            if self.stopping and self.facts.simulated and not self.fast_forward:
                 self.fast_forward = True  # no edge can follow: compute the model's last reads at once
             t = self.now()
             wakes = [next_flush]
@@ -342,7 +331,7 @@ class Sampler:
                 wakes += [next_power, next_counter]
                 if self.bursts:
                     wakes.append(t + self.burst_dt)
-            if self.rapl and not self.fast_forward:
+            if self.cpu_read and not self.fast_forward:
                 wakes.append(next_rapl)
             if self.check_processes and (self.open_windows or self.process_due):
                 wakes.append(t if self.process_due else next_process)
@@ -373,7 +362,7 @@ class Sampler:
             if smi_fd is not None and smi_fd in ready:
                 data = os.read(smi_fd, 65536)
                 if data:
-                    self.read_smi(data)
+                    self.read_stream(data)
                 else:
                     smi_fd = None
             t = self.now()
@@ -386,7 +375,7 @@ class Sampler:
                     next_power = max(next_power + self.power_dt, t)
                 if counter_due:
                     next_counter = max(next_counter + self.counter_dt, t)
-            if self.rapl and t >= next_rapl and not self.fast_forward:  # RAPL is real: never at a virtual time
+            if self.cpu_read and t >= next_rapl and not self.fast_forward:  # CPU sensors are real: never virtual
                 self.read_rapl()
                 next_rapl = max(next_rapl + self.rapl_dt, t)
             if self.check_processes and (self.process_due or (self.open_windows and t >= next_process)):
@@ -399,14 +388,14 @@ class Sampler:
             if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
                 self.bursts.clear()
         simulated_tail_s, self.virtual_s = self.virtual_s, 0.0  # back on the real clock
-        if self.rapl:
+        if self.cpu_read:
             self.read_rapl()
-        if self.smi is not None:
-            self.smi.terminate()
+        if self.child is not None:
+            self.child.terminate()
             try:
-                self.smi.wait(timeout=2)
+                self.child.wait(timeout=2)
             except subprocess.TimeoutExpired:  # pragma: no cover
-                self.smi.kill()
+                self.child.kill()
         self.writer.close()
         _emit(
             {

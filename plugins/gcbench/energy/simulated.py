@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gcbench.energy.backend import DeviceFacts, Facts, GpuBackend, Opened
+
 
 @dataclass
 class SimulatedGpu:
@@ -79,3 +81,66 @@ class SimulatedGpu:
             "sm_clock_mhz": 1980 if busy else 345,
             "clocks_event_reasons": 0 if busy else 1,
         }
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class SimulatedBackend(GpuBackend):
+    """The simulated GPU as a backend: last in ``auto`` order, chosen only when no sensor
+    is found, and every figure labelled ``simulated``."""
+
+    facts = Facts(
+        name="simulated",
+        label="simulated",
+        energy_counter=True,
+        instant_power=True,
+        average_power=True,
+        average_period_s=1.0,
+        average_lag_s=0.5,  # the model's average is the mean over [t - 1, t]
+        update_period_s=0.1,
+        temperature=True,
+        clocks=True,
+        simulated=True,
+        counter_resolution_j=0.001,
+    )
+
+    def open(self, devices: list[int], env: dict) -> Opened:
+        gpus: list[dict] = [
+            {"label": f"gpu{i}", "uuid": None, "index": i, "has_counter": True, "counter_reason": None}
+            for i in (devices or [0])
+        ]
+        idle_w, busy_w = self.sim.get("idle_w", 60.0), self.sim.get("busy_w", 300.0)
+        return Opened(
+            gpus=gpus,
+            device_facts={g["label"]: DeviceFacts(self.facts) for g in gpus},
+            environment={"gpus": gpus, "simulated_model": {"idle_w": idle_w, "busy_w": busy_w, "tick_s": 0.1}},
+            sampler_cfg={"sim": {"idle_w": idle_w, "busy_w": busy_w}},
+        )
+
+    def max_temperature_c(self, opened: Opened) -> float | None:
+        return 35.0  # the model's idle temperature
+
+    @classmethod
+    def reader(cls, cfg: dict) -> SimulatedReader:
+        return SimulatedReader(cfg)
+
+
+class SimulatedReader:
+    """Polled reader of the simulated GPUs (each with its own counter phase)."""
+
+    def __init__(self, cfg: dict):
+        sim = cfg.get("sim") or {}
+        self.sims = [
+            SimulatedGpu(
+                idle_w=sim.get("idle_w", 60.0), busy_w=sim.get("busy_w", 300.0), phase_s=(0.0371 * (k + 1)) % 0.1
+            )
+            for k in range(len(cfg["gpus"]))
+        ]
+
+    def sample(self, i: int, t_s: float, counter: bool, extras: bool = True) -> dict:
+        return self.sims[i].read(t_s, counter=counter)
+
+    def mark(self, t_s: float, delta: int) -> None:
+        for s in self.sims:
+            s.mark(t_s, delta)

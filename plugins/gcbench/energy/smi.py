@@ -39,6 +39,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import datetime
 
+from gcbench.energy.backend import BackendUnavailable, DeviceFacts, Facts, GpuBackend, Opened, without
 from gcbench.errors import MeasurementError
 
 MISSING = {
@@ -102,15 +103,20 @@ ROLES: dict[str, tuple[str, ...]] = {
     "timestamp": ("timestamp",),
     "index": ("index",),
     "uuid": ("uuid",),
-    "power_instant_w": ("power.draw.instant", "power.draw"),
+    "power_instant_w": ("power.draw.instant",),
     "power_w": ("power.draw.average", "power.draw"),
     "temperature_c": ("temperature.gpu",),
     "sm_clock_mhz": ("clocks.sm", "clocks.current.sm"),
     "clocks_event_reasons": ("clocks_event_reasons.active", "clocks_throttle_reasons.active"),
 }
-"""Sample role -> nvidia-smi fields to try, best first."""
+"""Sample role -> nvidia-smi fields to try, best first. ``power.draw`` is the 1-s
+average on Ampere and newer (ml-energy/zeus#45, NVIDIA/DCGM#157): it fills the
+*average* role, never the instant one (C16), and energy from it is lag-corrected
+(:mod:`gcbench.energy.window`)."""
 
-REQUIRED_ROLES = ("timestamp", "index", "power_instant_w")
+REQUIRED_ROLES = ("timestamp", "index")
+POWER_ROLES = ("power_instant_w", "power_w")
+"""At least one of these must have a field."""
 
 Runner = Callable[[list[str]], tuple[int, str]]
 """Runs an argv list, returns (exit status, stdout + stderr)."""
@@ -254,6 +260,18 @@ def error_device(line: str) -> str:
     return f"GPU {m.group('id')}" if m else "nvidia-smi"
 
 
+def is_header_line(line: str, fields: list[str]) -> bool:
+    """True for nvidia-smi's CSV header of ``fields`` (``timestamp, index, power.draw [W]``),
+    which it repeats mid-stream in some modes: a line to skip, never a row or an error."""
+    if not fields:
+        return False
+    try:
+        cols = parse_header(line)
+    except StopIteration:
+        return False
+    return [f for f, _ in cols] == list(fields)
+
+
 def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
     """A whole ``--query-gpu`` output.
 
@@ -263,7 +281,8 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
         fields: the queried fields, required when there is no header.
 
     Returns:
-        one {field: value} per row (see :func:`parse_value`).
+        one {field: value} per row (see :func:`parse_value`). Blank lines and repeated
+        header lines (:func:`is_header_line`) are skipped wherever they appear.
 
     Raises:
         ValueError: the output is nvidia-smi's invalid-field message (see
@@ -281,8 +300,11 @@ def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict]:
         columns, lines = parse_header(lines[0]), lines[1:]
     else:
         columns = [(f, None) for f in fields]
+    names = [f for f, _ in columns]
     rows, bad = [], []
     for ln in lines:
+        if is_header_line(ln, names):
+            continue  # a repeated header (blank lines were dropped above): skipped, not an error
         try:
             rows.append(parse_csv_line(ln, columns))
         except ValueError:
@@ -332,15 +354,16 @@ def probe_fields(
     the same way. Roles with no usable field are left out.
 
     Returns:
-        {role: field}, e.g. ``{"power_instant_w": "power.draw", ...}`` when
-        ``power.draw.instant`` printed ``[N/A]``.
+        {role: field}, e.g. ``{"power_w": "power.draw", ...}`` without
+        ``power_instant_w`` when ``power.draw.instant`` is unknown or printed ``[N/A]``.
 
     Raises:
         gcbench.errors.MeasurementError: nvidia-smi fails for another reason, prints an
             error line for a GPU (:class:`SmiOutputError`, naming it), or a required
-            role (timestamp, index, power) has no field.
+            role (timestamp, index, one power role) has no field.
     """
     choice = {role: 0 for role in ROLES}
+    rows: list[dict] = []
     for _ in range(max_tries):
         chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
         fields = list(dict.fromkeys(chosen.values()))
@@ -364,9 +387,16 @@ def probe_fields(
         for r in missing:
             choice[r] += 1
     chosen = {r: ROLES[r][i] for r, i in choice.items() if i < len(ROLES[r])}
+    # a role whose last field still prints only markers is left out (unknown, not a value)
+    chosen = {
+        r: f for r, f in chosen.items() if r in REQUIRED_ROLES or not rows or any(x.get(f) is not None for x in rows)
+    }
     for r in REQUIRED_ROLES:
         if r not in chosen:
             raise MeasurementError("nvidia-smi", f"no supported field for {r} (tried {', '.join(ROLES[r])})")
+    if not any(r in chosen for r in POWER_ROLES):
+        tried = ", ".join(dict.fromkeys(f for r in POWER_ROLES for f in ROLES[r]))
+        raise MeasurementError("nvidia-smi", f"no supported field for power (tried {tried})")
     return chosen
 
 
@@ -384,21 +414,32 @@ def row_to_sample(row: dict, roles: dict[str, str]) -> dict:
 class SmiStream:
     """Streamed ``--query-gpu ... -lms N`` output -> samples timed on the monotonic clock.
 
-    ``t_s`` of a row is the sampler's monotonic time when the row was read, never its
-    printed ``timestamp`` (local wall-clock time: a time zone, a daylight-saving change
-    or an NTP step would move or reorder samples). When one read returns several rows
-    (nvidia-smi buffered them), the earlier ones are placed back by their printed
-    distance to the last one, bounded by the previous read and kept in order, so a
-    wall-clock step moves no sample by more than the interval between two reads and
-    never reorders them. The printed time is kept as a cross-reference: a change of
-    more than ``clock_step_s`` in (printed time - t_s) between two rows is reported as
-    an ``nvidia_smi_clock_step`` event.
+    A row's ``t_s`` is its printed ``timestamp`` plus an *offset* onto the sampler's
+    monotonic clock, so rows keep the spacing nvidia-smi printed even when several
+    arrive in one read (a buffered pipe, a slow reader). A row is never read before it
+    was printed, so ``read_t_s - printed`` bounds the offset from above for every row;
+    the offset is the smallest such bound seen (the least-delayed read), i.e. it is
+    anchored on the monotonic clock, never on the wall clock.
+
+    The printed time is local wall-clock time: a time zone, a daylight-saving change or
+    an NTP step moves it. Its differences are therefore checked: a row printed *before*
+    the previous one, or further after it than the monotonic time that has passed
+    allows (more than ``clock_step_s`` beyond it), is a clock step; the printed
+    difference across it is refused, the offset re-anchored on that read, and an
+    ``nvidia_smi_clock_step`` event reported (``step_s``: how far the printed clock moved
+    against the monotonic one). Rows are kept in order and never placed after their
+    read or before ``start_t_s``. A slow drift of the wall clock against the monotonic
+    one (NTP slewing, at most 500 ppm) shifts rows by at most that fraction of the
+    stream's length.
+
+    Blank lines and repeated header lines (nvidia-smi repeats its header in some modes)
+    are skipped.
 
     Args:
         roles: {role: field} from :func:`probe_fields`.
         start_t_s: when nvidia-smi was started, s on the sampler's clock (no row is
             placed earlier).
-        clock_step_s: the change of printed-time offset reported as a clock step, s.
+        clock_step_s: tolerance of the step check, s.
 
     :meth:`feed` returns (samples, events): samples are ``(t_s, {role: value})`` with
     ``timestamp`` removed; events are dicts for the sampler's event stream:
@@ -410,10 +451,20 @@ class SmiStream:
     def __init__(self, roles: dict[str, str], start_t_s: float = 0.0, clock_step_s: float = 0.5):
         self.roles = roles
         self.columns: list[tuple[str, str | None]] = [(f, None) for f in dict.fromkeys(roles.values())]
+        self.fields = [f for f, _ in self.columns]
         self.buf = b""
         self.floor_t_s = start_t_s
         self.clock_step_s = clock_step_s
         self.offset_s: float | None = None
+        self.last_printed_s: float | None = None
+        self.ref_printed: datetime | None = None
+
+    def _is_step(self, printed_s: float, read_t_s: float) -> bool:
+        prev = self.last_printed_s
+        if prev is None:
+            return False
+        gap = printed_s - prev
+        return gap < 0 or gap > (read_t_s - self.floor_t_s) + self.clock_step_s
 
     def feed(self, data: bytes, read_t_s: float) -> tuple[list[tuple[float, dict]], list[dict]]:
         """Add bytes read at ``read_t_s`` (s, monotonic); returns (samples, events)."""
@@ -423,7 +474,7 @@ class SmiStream:
         events: list[dict] = []
         for raw in raw_lines:
             line = raw.decode("utf-8", "replace").strip()
-            if not line:
+            if not line or is_header_line(line, self.fields):
                 continue
             try:
                 rows.append(row_to_sample(parse_csv_line(line, self.columns), self.roles))
@@ -432,26 +483,49 @@ class SmiStream:
                 events.append({"event": kind, "device": error_device(line), "line": line[:200], "t_s": read_t_s})
         if not rows:
             return [], events
-        times = [0.0] * len(rows)
-        last = rows[-1].get("timestamp")
-        times[-1] = max(read_t_s, self.floor_t_s)
-        for i in range(len(rows) - 2, -1, -1):
-            ts = rows[i].get("timestamp")
-            back = (last - ts).total_seconds() if ts is not None and last is not None else 0.0
-            times[i] = min(times[i + 1], max(self.floor_t_s, read_t_s - max(back, 0.0)))
-        self.floor_t_s = times[-1]
-        samples = []
-        for t, row in zip(times, rows, strict=True):
+        printed: list[float | None] = []
+        for row in rows:  # seconds since the first printed time (epoch seconds would cost precision)
             ts = row.pop("timestamp", None)
-            if ts is not None:
-                offset = ts.timestamp() - t
-                if self.offset_s is not None and abs(offset - self.offset_s) > self.clock_step_s:
-                    events.append(
-                        {"event": "nvidia_smi_clock_step", "t_s": t, "step_s": round(offset - self.offset_s, 3)}
-                    )
-                self.offset_s = offset
-            samples.append((t, row))
-        return samples, events
+            if ts is not None and self.ref_printed is None:
+                self.ref_printed = ts
+            printed.append((ts - self.ref_printed).total_seconds() if ts is not None and self.ref_printed else None)
+        # segments of rows whose printed differences are trusted; a new one starts at each step
+        segments: list[list[int]] = []
+        steps: list[bool] = []
+        for i, p in enumerate(printed):
+            step = p is None or self._is_step(p, read_t_s)
+            if not segments or step:
+                segments.append([])
+                steps.append(step)
+            segments[-1].append(i)
+            if p is not None:
+                self.last_printed_s = p
+        times = [read_t_s] * len(rows)
+        hi = max(read_t_s, self.floor_t_s)
+        prev_t = self.floor_t_s
+        for seg, step in zip(segments, steps, strict=True):
+            last_p = printed[seg[-1]]
+            if last_p is None:
+                for i in seg:
+                    times[i] = prev_t = hi
+                continue
+            bound = read_t_s - last_p  # the segment's last row was printed at or before this read
+            old = self.offset_s
+            self.offset_s = bound if (old is None or step) else min(old, bound)
+            if step and old is not None:
+                events.append(
+                    {
+                        "event": "nvidia_smi_clock_step",
+                        "t_s": min(max(last_p + self.offset_s, prev_t), hi),
+                        "step_s": round(old - self.offset_s, 3),
+                    }
+                )
+            for i in seg:
+                p = printed[i]
+                t = (p + self.offset_s) if p is not None else hi
+                times[i] = prev_t = min(max(t, prev_t), hi)
+        self.floor_t_s = max(self.floor_t_s, times[-1])
+        return list(zip(times, rows, strict=True)), events
 
 
 # ---------------------------------------------------------------- -q and table
@@ -616,3 +690,120 @@ def list_gpus(run: Runner = run_argv, nvidia_smi: str = "nvidia-smi") -> list[di
     except ValueError:
         return []
     return [{"index": r["index"], "name": r["name"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class SmiBackend(GpuBackend):
+    """NVIDIA GPUs through a streamed ``nvidia-smi --query-gpu ... -lms N`` (no counter).
+
+    Which power fields the driver offers is probed (:func:`probe_fields`): without
+    ``power.draw.instant`` (drivers before 530) only the 1-s average ``power.draw`` is
+    read, declared as such, and its energy lag-corrected.
+    """
+
+    facts = Facts(
+        name="nvidia-smi",
+        label="nvidia-smi",
+        energy_counter=False,
+        instant_power=True,
+        average_power=True,
+        average_period_s=1.0,
+        average_lag_s=0.57,  # the same sensor as NVML's (docs/measurement.md)
+        update_period_s=0.1,
+        temperature=True,
+        clocks=True,
+        utilization=True,
+        power_limits=True,
+        polled=False,
+    )
+
+    def open(self, devices: list[int], env: dict) -> Opened:
+        """Raises:
+        BackendUnavailable: nvidia-smi is not on PATH or lists no GPU.
+        MeasurementError: ``CUDA_VISIBLE_DEVICES`` names a MIG instance, a GPU is not
+            listed, or no power field is supported."""
+        path = find_nvidia_smi()
+        listed = list_gpus(nvidia_smi=path) if path else []
+        if not path or not listed:
+            raise BackendUnavailable(
+                "nvidia-smi", "nvidia-smi not found on PATH" if not path else "nvidia-smi lists no GPU"
+            )
+        if any(str(e).startswith("MIG-") for e in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
+            raise MeasurementError(
+                "cuda",
+                "CUDA_VISIBLE_DEVICES names a MIG instance: energy is per physical GPU; give the trial a whole GPU",
+            )
+        wanted = devices or [g["index"] for g in listed]
+        by_idx = {g["index"]: g for g in listed}
+        missing = [i for i in wanted if i not in by_idx]
+        if missing:
+            raise MeasurementError(f"gpu{missing[0]}", f"nvidia-smi lists no GPU {missing[0]}")
+        roles = probe_fields(wanted, nvidia_smi=path)
+        self._path = path
+        facts = without(self.facts, instant_power="power_instant_w" in roles, average_power="power_w" in roles)
+        power_field = roles.get("power_instant_w") or roles.get("power_w")
+        gpus = [
+            {
+                "label": f"gpu{i}",
+                "uuid": by_idx[i]["uuid"],
+                "index": i,
+                "has_counter": False,
+                "counter_reason": "nvidia-smi has no energy counter",
+                "name": by_idx[i]["name"],
+            }
+            for i in wanted
+        ]
+        return Opened(
+            gpus=gpus,
+            device_facts={
+                g["label"]: DeviceFacts(facts, counter_reason=g["counter_reason"], power_field=power_field)
+                for g in gpus
+            },
+            environment={"gpus": gpus, "nvidia_smi": path, "nvidia_smi_fields": roles},
+            sampler_cfg={"smi_roles": roles, "nvidia_smi": path},
+        )
+
+    def max_temperature_c(self, opened: Opened) -> float | None:
+        rc, out = run_argv(query_argv(["temperature.gpu"], [g["index"] for g in opened.gpus], nvidia_smi=self._path))
+        try:
+            vals = [r["temperature.gpu"] for r in parse_query_csv(out, ["temperature.gpu"])] if rc == 0 else []
+        except ValueError:
+            return None
+        return max(vals) if vals and None not in vals else None
+
+    @classmethod
+    def reader(cls, cfg: dict) -> SmiReader:
+        return SmiReader(cfg)
+
+
+class SmiReader:
+    """The streamed reader of the sampler: the argv of nvidia-smi's loop and a
+    :class:`SmiStream` whose rows are returned as ``(t_s, host index, row)``."""
+
+    def __init__(self, cfg: dict):
+        self.roles = cfg["smi_roles"]
+        fields = list(dict.fromkeys(self.roles.values()))
+        interval_ms = max(int(round(1000.0 / float(cfg["sample_hz"]))), 10)
+        self._argv = query_argv(
+            fields,
+            [g["index"] for g in cfg["gpus"]],
+            interval_ms=interval_ms,
+            nvidia_smi=cfg.get("nvidia_smi") or "nvidia-smi",
+        )
+        self.stream: SmiStream | None = None
+
+    def argv(self, start_t_s: float) -> list[str]:
+        self.stream = SmiStream(self.roles, start_t_s=start_t_s)
+        return self._argv
+
+    def feed(self, data: bytes, t_s: float) -> tuple[list[tuple[float, int | None, dict]], list[dict]]:
+        assert self.stream is not None  # argv() came first
+        samples, events = self.stream.feed(data, t_s)
+        rows = []
+        for t, row in samples:
+            index = row.pop("index", None)
+            row.pop("uuid", None)
+            rows.append((t, index, row))
+        return rows, events
