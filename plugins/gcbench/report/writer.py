@@ -27,6 +27,7 @@ import base64
 import datetime as _dt
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,28 @@ SENSOR_FACTS = [
 def _env():
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=jinja2.select_autoescape(["html", "html.j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["md"] = md_escape
+    return env
+
+
+# ASCII punctuation that starts Markdown syntax inline (emphasis, code, links, raw HTML,
+# table cells, entities, strikethrough); CommonMark 0.31 section 2.4: any ASCII punctuation
+# after a backslash is a literal character.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
+
+
+def md_escape(text: str) -> str:
+    """Plan text (a place, a series path, a reason) as literal Markdown: each character of
+    ``\\ ` * _ [ ] < > | & ~`` gets a backslash (CommonMark, "Backslash escapes"), so a name
+    like ``a|b*c<script>`` shows as written, neither as emphasis, a table cell nor HTML."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def shown_metrics(a: Analysis, workload: str, kind: str, groups) -> tuple[list[str], list[str]]:
