@@ -80,15 +80,20 @@ test-docker: setup
 test-compose: setup
 	bash scripts/test_compose.sh
 
-# The MLflow exporter against a real `mlflow server`: mlflow gets a venv of its own under
-# .gcbench-test/ (its dependencies would move Airflow's pins); GC-Bench talks REST to it.
+# The exports (MLflow against a real `mlflow server`, the Prometheus endpoint scraped during
+# a run): mlflow gets a venv of its own under .gcbench-test/ (its dependencies would move
+# Airflow's pins; GC-Bench talks REST to it), made from PyPI on a fresh machine.
+# GCBENCH_REQUIRE_MLFLOW=1: a missing mlflow or prometheus_client fails, never skips (CI).
 MLFLOW_VENV := .gcbench-test/mlflow
+MLFLOW_VERSION ?= 3.17.2
 $(MLFLOW_VENV)/bin/mlflow:
+	rm -rf $(MLFLOW_VENV)
 	$(PYTHON) -m venv $(MLFLOW_VENV)
-	$(MLFLOW_VENV)/bin/pip install -q mlflow
+	$(MLFLOW_VENV)/bin/pip install -q "mlflow==$(MLFLOW_VERSION)"
 
 test-export: setup $(MLFLOW_VENV)/bin/mlflow
-	$(PY) -m pytest -q -p no:cacheprovider tests/export
+	GCBENCH_REQUIRE_MLFLOW=1 GCBENCH_TEST_MLFLOW=$(abspath $(MLFLOW_VENV))/bin/mlflow \
+	    $(PY) -m pytest -q -p no:cacheprovider -rs tests/export
 
 bench: setup $(BENCH_STAMP)
 	@bash scripts/system_deps.sh go cargo

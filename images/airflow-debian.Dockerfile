@@ -42,11 +42,12 @@ RUN set -eu; \
 
 ENV PATH=/opt/airflow-venv/bin:${PATH} AIRFLOW_HOME=/opt/airflow
 
-# gcbench's dependencies as a list: the layer below is rebuilt when they change, not when
-# another part of pyproject.toml does
+# gcbench's dependencies as a list, with the export extra (prometheus_client, for
+# `gcbench metrics serve`): the layer below is rebuilt when they change, not when another
+# part of pyproject.toml does
 FROM system AS requirements
 COPY pyproject.toml /tmp/pyproject.toml
-RUN python -c 'import tomllib; deps = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]["dependencies"]; print("\n".join(d for d in deps if not d.replace(" ", "").startswith("apache-airflow==")))' > /tmp/deps.txt
+RUN python -c 'import tomllib; p = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]; deps = p["dependencies"] + p["optional-dependencies"]["export"]; print("\n".join(d for d in deps if not d.replace(" ", "").startswith("apache-airflow==")))' > /tmp/deps.txt
 
 FROM system AS airflow
 # Airflow, providers and gcbench's dependencies first (one cached layer), gcbench itself after
@@ -71,7 +72,7 @@ RUN set -eu; \
     python -m pip install --no-deps --no-build-isolation .; \
     cd /; rm -rf /tmp/gcbench-src /tmp/gcbench-build /tmp/gcbench-local; \
     chmod 0755 /entrypoint; \
-    python -c "import airflow, gcbench.factory.dag, airflow.providers.docker, airflow.providers.postgres, airflow.providers.fab, airflow.providers.celery; print('airflow', airflow.__version__, 'with gcbench')"
+    python -c "import airflow, gcbench.factory.dag, gcbench.export.prometheus, prometheus_client, airflow.providers.docker, airflow.providers.postgres, airflow.providers.fab, airflow.providers.celery; print('airflow', airflow.__version__, 'with gcbench')"
 
 USER ${AIRFLOW_UID}:0
 WORKDIR /opt/airflow

@@ -15,8 +15,9 @@ ARG AIRFLOW_VERSION=3.3.2
 COPY --chown=airflow:0 pyproject.toml README.m[d] /opt/gcbench-src/
 COPY --chown=airflow:0 plugins/gcbench /opt/gcbench-src/plugins/gcbench
 # Airflow itself stays the base image's version; torch is not installed (trials run in
-# the trial image).
+# the trial image). The export extra (prometheus_client) serves `gcbench metrics serve`
+# (the gcbench-metrics service of the `metrics` profile).
 RUN cd /opt/gcbench-src \
     && { [ -f README.md ] || echo "GC-Bench" > README.md; } \
-    && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" . \
-    && python -c "import gcbench.factory.dag, airflow.providers.docker, airflow.providers.postgres; print('gcbench', __import__('gcbench').__name__, 'ok')"
+    && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" ".[export]" \
+    && python -c "import gcbench.factory.dag, gcbench.export.prometheus, prometheus_client, airflow.providers.docker, airflow.providers.postgres; print('gcbench', __import__('gcbench').__name__, 'ok')"

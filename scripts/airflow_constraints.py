@@ -43,9 +43,14 @@ SKIP = {"gcbench", "torch"}  # the project itself; torch lives in the trial imag
 
 
 def requirements() -> list[str]:
-    """apache-airflow, the providers and gcbench's dependencies (pyproject.toml)."""
+    """apache-airflow, the providers and gcbench's dependencies (pyproject.toml) with its
+    export extra (prometheus_client: the image serves ``gcbench metrics serve``)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    deps = [d for d in project["dependencies"] if not d.replace(" ", "").startswith("apache-airflow==")]
+    deps = [
+        d
+        for d in project["dependencies"] + project["optional-dependencies"]["export"]
+        if not d.replace(" ", "").startswith("apache-airflow==")
+    ]
     return [f"apache-airflow=={AIRFLOW_VERSION}", *EXTRA, *deps]
 
 

@@ -119,3 +119,71 @@ def test_debian_airflow_constraints_pin_everything_the_image_installs():
     airflow = next(d for d in deps if d.startswith("apache-airflow=="))
     assert pins["apache-airflow"] == airflow.split("==")[1]
     assert {"apache-airflow-providers-fab", "apache-airflow-providers-celery", "celery", "redis"} <= set(pins)
+
+
+def test_metrics_profile_runs_the_endpoint_prometheus_and_a_provisioned_grafana():
+    """Prometheus and Grafana are optional (`--profile metrics`): Prometheus scrapes the
+    gcbench-metrics service (`gcbench metrics serve`), Grafana gets it as data source and
+    deploy/grafana/gcbench.json as dashboard; every file they mount exists."""
+    import json
+
+    svc = services()
+    metrics = {name for name, s in svc.items() if "metrics" in s.get("profiles", [])}
+    assert metrics == {"gcbench-metrics", "prometheus", "grafana"}
+    for name in metrics:
+        assert svc[name]["profiles"] == ["metrics"], name
+
+    endpoint = svc["gcbench-metrics"]
+    assert endpoint["entrypoint"][:3] == ["gcbench", "metrics", "serve"]
+    port = endpoint["entrypoint"][endpoint["entrypoint"].index("--port") + 1]
+    assert endpoint["entrypoint"][endpoint["entrypoint"].index("--host") + 1] == "0.0.0.0"  # reached by prometheus
+    assert endpoint["image"] == yaml.safe_load(COMPOSE.read_text())["x-airflow-image"]["image"]
+    assert endpoint["environment"]["GCBENCH_HOME"].startswith("${GCBENCH_STORAGE_DIR")  # the trials it reports
+    assert "ports" not in endpoint  # only the compose network reaches it
+
+    def mounted(name: str) -> dict[str, Path]:
+        """container path -> host file of the service's ./ bind mounts (each must exist)."""
+        out = {}
+        for vol in svc[name]["volumes"]:
+            host, container = vol.split(":")[:2]
+            if host.startswith("./"):
+                assert (REPO / host).exists(), f"{name} mounts {host}, which does not exist"
+                out[container] = REPO / host
+        return out
+
+    prom = mounted("prometheus")
+    config = yaml.safe_load(prom["/etc/prometheus/prometheus.yml"].read_text())
+    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    assert f"gcbench-metrics:{port}" in targets
+
+    graf = mounted("grafana")
+    sources_dir = graf["/etc/grafana/provisioning/datasources"]
+    sources = [d for f in sorted(sources_dir.glob("*.yml")) for d in yaml.safe_load(f.read_text())["datasources"]]
+    assert [(d["type"], d["url"], d["isDefault"]) for d in sources] == [("prometheus", "http://prometheus:9090", True)]
+    providers_dir = graf["/etc/grafana/provisioning/dashboards"]
+    providers = [p for f in sorted(providers_dir.glob("*.yml")) for p in yaml.safe_load(f.read_text())["providers"]]
+    assert len(providers) == 1 and providers[0]["type"] == "file"
+    dash_dir = providers[0]["options"]["path"]
+    dashboards = {c: h for c, h in graf.items() if c.startswith(dash_dir + "/")}
+    assert dashboards == {f"{dash_dir}/gcbench.json": REPO / "deploy" / "grafana" / "gcbench.json"}
+    dashboard = json.loads(dashboards[f"{dash_dir}/gcbench.json"].read_text())
+    # the dashboard picks its data source through a prometheus-typed variable, which the provisioned default fills
+    assert {"name": "datasource", "type": "datasource", "query": "prometheus"}.items() <= next(
+        v for v in dashboard["templating"]["list"] if v["name"] == "datasource"
+    ).items()
+    assert svc["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] in dashboards
+    assert svc["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${")
+    assert set(yaml.safe_load(COMPOSE.read_text())["volumes"]) >= {"prometheus-data", "grafana-data"}
+
+
+def test_airflow_images_install_prometheus_client_for_the_metrics_endpoint():
+    """The metrics service runs the Airflow image: both Dockerfiles install the export extra."""
+    import tomllib
+
+    export = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["export"]
+    assert any(d.startswith("prometheus_client") for d in export)
+    assert '".[export]"' in (REPO / "images" / "airflow.Dockerfile").read_text()
+    debian = (REPO / "images" / "airflow-debian.Dockerfile").read_text()
+    assert '["optional-dependencies"]["export"]' in debian and "gcbench.export.prometheus, prometheus_client" in debian
+    pins = (REPO / "images" / "debian" / "airflow-constraints.txt").read_text().lower().replace("-", "_")
+    assert "\nprometheus_client==" in pins

@@ -5,6 +5,7 @@ the trials that have none and why (issue 25)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -77,3 +78,54 @@ def test_an_hourly_series_report_quotes_the_energy_weighted_mean_intensity():
     assert 0.1 < mean < 0.3
     assert a.settings.intensity_kg_per_kwh == pytest.approx(mean)
     assert a.settings.band == pytest.approx((mean * 0.5, mean * 1.5))
+
+
+@pytest.mark.parametrize(
+    "series_name",
+    ["grid|2026*x*<script>alert(1)</script>.csv", "a_b_[link](http://x)&amp;`code`~~s~~|.csv"],
+)
+def test_the_carbon_source_sentence_is_plan_text_escaped_in_markdown_and_html(tmp_path, series_name):
+    """A series path or place from the plan is shown as written: no table cell, emphasis,
+    link, code or raw HTML in report.md, and no markup in report.html."""
+    import markupsafe
+
+    from gcbench.report import write_report
+    from gcbench.report.analysis import ReportSettings
+    from gcbench.report.fmt import md_escape
+    from gcbench.report.render.context import carbon_sources_sentence
+
+    data = make_report_data(kinds=("h2d",), n_rep=3)
+    trials = data.trials.copy()
+    n = len(trials)
+    trials["carbon_intensity_kg_per_kwh"] = 0.2
+    trials["carbon_intensity_low_kg_per_kwh"] = 0.1
+    trials["carbon_intensity_high_kg_per_kwh"] = 0.3
+    trials["carbon_intensity_source"] = f"hourly series {series_name} (<b>grid</b>, 2026)"
+    trials["carbon_intensity_kind"] = "average"
+    trials["co2e_reason"] = [f"the series {series_name} has no intensity" if i == 0 else None for i in range(n)]
+    plan = {**data.plan, "carbon": {"series": series_name}}
+    data = dataclasses.replace(data, trials=trials, plan=plan)
+    paths = write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(plan, **FAST))
+    sentence = carbon_sources_sentence(trials)
+    assert series_name in sentence
+
+    md = paths.markdown.read_text()
+    assert md_escape(sentence) in md
+    line = next(ln for ln in md.splitlines() if "Carbon intensity:" in ln)
+    tail = line[line.index("Carbon intensity:") :]
+    # with every backslash escape taken out, no Markdown special character of the plan text is left
+    unescaped = re.sub(r"\\.", "", tail)
+    assert not [c for c in "|*_[]<>`&~" if c in unescaped], unescaped
+    assert "\\<script\\>" in tail or "<script>" not in series_name
+
+    page = paths.html.read_text()
+    assert str(markupsafe.escape(sentence)) in page
+    assert "<script>alert" not in page and "<b>grid</b>" not in page
+
+
+def test_md_escape_makes_markdown_specials_literal():
+    from gcbench.report.fmt import md_escape
+
+    assert md_escape("a|b*c_d<script>") == "a\\|b\\*c\\_d\\<script\\>"
+    assert md_escape("[x](y) `z` &lt; ~~s~~ \\") == "\\[x\\](y) \\`z\\` \\&lt; \\~\\~s\\~\\~ \\\\"
+    assert md_escape("grid-2026.csv (ENTSO-E, 2026)") == "grid-2026.csv (ENTSO-E, 2026)"

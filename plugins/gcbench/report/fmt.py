@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 
 def fmt_num(v: float | None, digits: int = 4) -> str:
@@ -52,10 +53,28 @@ def spreadsheet_text(value: object) -> object:
     return value
 
 
+class MarkdownLiteral(str):
+    """Text already escaped for Markdown (:func:`md_escape`): :func:`markdown_text` leaves it."""
+
+
+# ASCII punctuation that starts Markdown syntax inline (emphasis, code, links, raw HTML,
+# table cells, entities, strikethrough); CommonMark 0.31 section 2.4: any ASCII punctuation
+# after a backslash is a literal character.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
+
+
+def md_escape(text: object) -> MarkdownLiteral:
+    """Plan text (a place, a series path, a reason) as literal Markdown: each character of
+    ``\\ ` * _ [ ] < > | & ~`` gets a backslash (CommonMark, "Backslash escapes"), so a name
+    like ``a|b*c<script>`` shows as written, neither as emphasis, a table cell nor HTML."""
+    return MarkdownLiteral(_MD_SPECIAL.sub(r"\\\1", str(text)))
+
+
 def markdown_text(value: object) -> object:
     """A value for report.md as text: ``|`` escaped (it would end a table cell and shift the
     row), ``<`` as ``&lt;`` (Markdown passes HTML through: a ``<script>`` in a plan value
-    would be markup). Non-text values are unchanged (Jinja prints them)."""
-    if not isinstance(value, str):
+    would be markup). Non-text values, and text :func:`md_escape` already escaped, are
+    unchanged (Jinja prints them)."""
+    if not isinstance(value, str) or isinstance(value, MarkdownLiteral):
         return value
     return value.replace("|", "\\|").replace("<", "&lt;")

@@ -43,7 +43,9 @@ def _env(markdown: bool = False):
     passes :func:`gcbench.report.fmt.markdown_text` (plan text stays text)."""
     import jinja2
 
-    return jinja2.Environment(
+    from gcbench.report.fmt import md_escape
+
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=jinja2.select_autoescape(["html", "html.j2"]),
         trim_blocks=True,
@@ -51,6 +53,8 @@ def _env(markdown: bool = False):
         undefined=jinja2.StrictUndefined,
         finalize=markdown_text if markdown else None,
     )
+    env.filters["md"] = md_escape  # every Markdown special character of plan text escaped
+    return env
 
 
 def _clean_json(v):
