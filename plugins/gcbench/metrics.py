@@ -28,6 +28,7 @@ METRIC_COLUMNS = (
     "samples_per_s",
     "accuracy",
     "energy_kwh",
+    "module_energy_j",
     "co2e_kg",
     "carbon_intensity_kg_per_kwh",
     "gpu_energy_above_idle_j",

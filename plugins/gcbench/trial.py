@@ -462,6 +462,12 @@ def derive_metrics(
     m["cpu_energy_j"] = cpu_j
     m["total_energy_j"] = gpu_j + cpu_j if gpu_j is not None and cpu_j is not None else None
     m["energy_scope"] = "gpu+cpu" if m["total_energy_j"] is not None else "gpu" if gpu_j is not None else None
+    if main.get("module_energy_j") is not None:
+        # a superchip's counter covers the whole module (GPU, CPU, memory): never GPU energy
+        m["module_energy_j"] = main["module_energy_j"]
+        m["energy_scope"] = "module"
+        if m["energy_kwh"] is None:
+            m["energy_kwh"] = main["module_energy_j"] / 3.6e6
     known_j = m["total_energy_j"] if m["total_energy_j"] is not None else gpu_j
     m["energy_kwh"] = known_j / 3.6e6 if known_j is not None else None
     idle = [d.get("idle_power_w") for d in main.get("gpu", [])]

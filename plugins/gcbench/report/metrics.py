@@ -42,6 +42,7 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("cpu_energy_j", "CPU energy", "J"),
         MetricInfo("total_energy_j", "total energy (GPU + CPU)", "J"),
         MetricInfo("gpu_energy_above_idle_j", "GPU energy above idle", "J"),
+        MetricInfo("module_energy_j", "module energy (GPU + CPU + memory of a superchip)", "J"),
         MetricInfo("duration_s", "time", "s"),
         MetricInfo("samples", "training samples", "samples", lower_is_better=False),
         MetricInfo("samples_per_s", "training throughput", "samples/s", lower_is_better=False),
@@ -240,4 +241,8 @@ def describe_method(method: str | None) -> str:
             if why
             else METHOD_DESCRIPTIONS["unavailable"]
         )
-    return METHOD_DESCRIPTIONS.get(method, method)
+    if method in METHOD_DESCRIPTIONS:
+        return METHOD_DESCRIPTIONS[method]
+    from gcbench.energy.backend import describe_method as backend_sentence
+
+    return backend_sentence(method) or method  # any registered backend's label (amdsmi, module scope, hwmon)

@@ -165,6 +165,8 @@ NO_EDGE_CORRECTION = {
 def edge_correction_statement(methods: list[str]) -> str:
     """Whether edge correction applied to this run's GPU energy, from the methods of
     the trials that ran (``simulated``, ``nvml-counter-edge-corrected`` ...)."""
+    # every backend's edge-corrected counter (nvml, amdsmi, module scope) counts as edge-corrected
+    methods = [EDGE_CORRECTED if str(m).endswith("counter-edge-corrected") else m for m in methods]
     n = {m: methods.count(m) for m in dict.fromkeys(methods)}
     total = len(methods)
     if total == 0:
@@ -189,6 +191,13 @@ def edge_correction_statement(methods: list[str]) -> str:
         if n.get(m):
             parts.append(f"{n[m]} trials: {why}.")
     other = [m for m in n if m not in (EDGE_CORRECTED, "simulated", *NO_EDGE_CORRECTION)]
+    from gcbench.energy.backend import describe_method as backend_sentence
+
+    for m in list(other):
+        sentence = backend_sentence(m)
+        if sentence:
+            parts.append(f"{n[m]} trials: {sentence}.")
+            other.remove(m)
     if other:
         parts.append(
             "GPU energy unknown or from another method in "
