@@ -53,9 +53,21 @@ def test_cli_doctor_prints_text_and_json(tmp_path, monkeypatch):
     runner = CliRunner()
     res = runner.invoke(app, ["doctor", "--json", "--rapl-root", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    d = json.loads(res.output)
-    assert set(d) == {"nvml", "nvidia_smi", "rapl", "docker", "gpus", "backend", "backends", "backend_why"}
+    d = json.loads(res.stdout)  # stderr says which database and home the command uses
+    assert set(d) == {
+        "nvml",
+        "nvidia_smi",
+        "rapl",
+        "docker",
+        "gpus",
+        "backend",
+        "backends",
+        "backend_why",
+        "workload_kinds",
+    }
+    assert {"tinylm", "command", "container", "python"} <= set(d["workload_kinds"])
     assert [b["name"] for b in d["backends"] if b["kind"] == "gpu"][-1] == "simulated"  # last in auto order
     assert d["backend"] == "simulated" and "nvidia-smi not found on PATH" in d["backend_why"]
     res = runner.invoke(app, ["doctor", "--rapl-root", str(tmp_path)])
     assert res.exit_code == 0 and "RAPL" in res.output and "backend:" in res.output
+    assert "workload kinds: command, container" in res.output
