@@ -124,6 +124,11 @@ def plan_expand(
     if not console.is_terminal:  # piped: no wrapping or cut-off ids
         console = Console(width=max(120, max((len(s.variant) for s in specs), default=0) + 80))
     console.print(table)
+    if plan.has_target and not checked.repetitions:
+        console.print(
+            "Precision targets: these are the first round (min repetitions per variant); "
+            "a second round adds what each group's first round asks for, up to max."
+        )
 
 
 @app.command("run")

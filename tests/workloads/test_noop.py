@@ -10,11 +10,21 @@ def test_steps_window_runs_exactly_n_trivial_steps(context, make_spec):
         "steps": 1000,
         "window_mode": "steps",
         "device_kind": "cpu",
-        "settings_effective": {"tick_s": 0.01, "note": "", "kill_self_after_s": None},
+        "settings_effective": {"tick_s": 0.01, "note": "", "kill_self_after_s": None, "jitter_s_sd": 0.0},
         "settings_not_in_effect": {},
     }
     assert ctx.order == ["main"]
     assert ctx.duration() < 0.05  # trivial steps, no sleeping
+
+
+def test_planted_noise_lengthens_a_seconds_window_by_a_seeded_amount(context, make_spec):
+    import random
+
+    spec = make_spec("noop", {"jitter_s_sd": 0.1}, window=Amount(seconds=0.1))
+    extra_s = abs(random.Random(spec.seed).gauss(0.0, 0.1))
+    ctx = context(spec)
+    noop.run(spec, ctx)
+    assert 0.1 + extra_s - 0.005 <= ctx.duration() < 0.1 + extra_s + 0.5
 
 
 def test_seconds_window_sleeps_for_the_window(context, make_spec):

@@ -3,6 +3,13 @@
     expand_trials -> [build_tokenizers] -> trials_<gpus> -> run_trial_<gpus> (mapped, one per trial)
                   -> collect -> validate -> report -> check_trials
 
+A plan with a precision target (``repetitions: {min, max, until_ci_rel}``) runs in two
+rounds within the one DAG run: ``validate -> expand_round2 -> trials_<gpus>_round2 ->
+run_trial_<gpus>_round2 -> collect_round2 -> validate_round2 -> report``.
+``expand_round2`` fixes each group's total n from the first round's valid trials
+(Stein's two-stage rule, :func:`gcbench.factory.tasks.round2_totals`) and returns the
+missing repetitions, already-stored ones left out as in ``expand_trials``.
+
 * ``expand_trials`` turns the plan (and the trigger form's parameters) into trial
   specs, registers the DAG run in the results database, and leaves out the trials
   already stored for this run or its logical date, so a re-run or a backfill never
@@ -63,7 +70,7 @@ from gcbench.plan.identifiers import (
     trial_pool,
 )
 from gcbench.plan.schedule import START_DATE
-from gcbench.plan.schema import Plan
+from gcbench.plan.schema import Plan, describe_repetitions
 
 
 def plan_pools(plan: Plan) -> list[str]:
@@ -101,7 +108,7 @@ def dag_params(plan: Plan) -> dict[str, Any]:
             None,
             **schemas["repetitions"],
             title="Repetitions",
-            description=f"Repetitions per variant; empty: the plan's ({plan.repetitions}).",
+            description=f"Repetitions per variant; empty: the plan's ({describe_repetitions(plan.repetitions)}).",
         ),
         "variants": Param(
             [], **schemas["variants"], title="Variants", description="Run only these variants; empty: all of them."
@@ -197,31 +204,38 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
         from gcbench.store.gpulock import lock_timeout_s
 
         backstop = timedelta(seconds=plan.trial_timeout_s + DOCKER_GRACE_S + lock_timeout_s() + 120)
-        run_tasks: dict[str | None, list[tuple[list[int], Any]]] = {}
-        for host, host_sets in per_host.items():
-            prefix = "" if host is None else f"{host}_"
-            queue = {} if host is None else {"queue": plan.hosts[host].queue}
-            run_tasks[host] = []
-            for devices in host_sets:
-                key = device_key(devices)
-                # TaskFlow calls take XComArgs where the function takes values: Airflow's typing
-                # does not model it (here and below); task(callable, **kwargs) is task(**kwargs)(callable)
-                selected = select_trials.override(task_id=f"trials_{prefix}{key}")(specs, key, host)  # type: ignore[arg-type]
-                mapped = task(  # type: ignore[call-overload]
-                    _run_trial,
-                    task_id=f"run_trial_{prefix}{key}",
-                    pool=trial_pool(devices, host),
-                    map_index_template="{{ task.op_kwargs['trial']['label'] }}",
-                    execution_timeout=backstop,
-                    do_xcom_push=False,  # nothing reads it (collect reads the trial folders); saves an API call per trial
-                    trigger_rule="all_done" if len(devices) > 1 else "all_success",
-                    **queue,
-                ).expand(trial=selected)
-                upstream[host] >> selected
-                for other_devices, other in run_tasks[host]:
-                    if set(devices) & set(other_devices):
-                        other >> mapped  # a multi-GPU trial waits for the single-GPU trials of its GPUs
-                run_tasks[host].append((devices, mapped))
+
+        def run_round(trials: Any, suffix: str = "") -> dict[str | None, list[tuple[list[int], Any]]]:
+            """Per host: the (devices, mapped run_trial task) of one round of trials."""
+            out: dict[str | None, list[tuple[list[int], Any]]] = {}
+            for host, host_sets in per_host.items():
+                prefix = "" if host is None else f"{host}_"
+                queue = {} if host is None else {"queue": plan.hosts[host].queue}
+                out[host] = []
+                for devices in host_sets:
+                    key = device_key(devices)
+                    # TaskFlow calls take XComArgs where the function takes values: Airflow's typing
+                    # does not model it (here and below); task(callable, **kwargs) is task(**kwargs)(callable)
+                    selected = select_trials.override(task_id=f"trials_{prefix}{key}{suffix}")(trials, key, host)
+                    mapped = task(  # type: ignore[call-overload]
+                        _run_trial,
+                        task_id=f"run_trial_{prefix}{key}{suffix}",
+                        pool=trial_pool(devices, host),
+                        map_index_template="{{ task.op_kwargs['trial']['label'] }}",
+                        execution_timeout=backstop,
+                        do_xcom_push=False,  # nothing reads it (collect reads the trial folders); saves an API call per trial
+                        trigger_rule="all_done" if len(devices) > 1 else "all_success",
+                        **queue,
+                    ).expand(trial=selected)
+                    if not suffix:
+                        upstream[host] >> selected
+                    for other_devices, other in out[host]:
+                        if set(devices) & set(other_devices):
+                            other >> mapped  # a multi-GPU trial waits for the single-GPU trials of its GPUs
+                    out[host].append((devices, mapped))
+            return out
+
+        run_tasks = run_round(specs)
 
         @task(trigger_rule="all_done", retries=retries + 1 if retries else 0)
         def collect(trials: list[dict[str, Any]] | None, host: str | None = None) -> dict[str, Any]:
@@ -251,20 +265,42 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
             """The run's verdict: fails the run, with the reasons in one line (tasks.run_verdict)."""
             return tasks.check_trials(plan, get_current_context(), essential_ids, collect_ids)
 
+        def collect_round(trials: Any, round_tasks: dict, validated: Any, suffix: str = "") -> None:
+            """Per host: collect one round's trials (after its run_trial tasks), then ``validated``."""
+            for host, host_tasks in round_tasks.items():
+                if host is None:
+                    collected = collect.override(task_id=f"collect{suffix}")(trials)
+                else:  # the trial folders are on the host: collect there, into the central database
+                    collected = collect.override(task_id=f"collect_{host}{suffix}", queue=plan.hosts[host].queue)(
+                        trials,
+                        host,
+                    )
+                for _, mapped in host_tasks:
+                    mapped >> collected
+                collected >> validated
+                essential.append(collected)
+                collect_ids.append(collected.operator.task_id)  # type: ignore[attr-defined]  # a PlainXComArg
+
         validated = validate()
-        for host, host_tasks in run_tasks.items():
-            if host is None:
-                collected = collect(specs)  # type: ignore[arg-type]
-            else:  # the trial folders are on the host: collect there, into the central database
-                collected = collect.override(task_id=f"collect_{host}", queue=plan.hosts[host].queue)(specs, host)  # type: ignore[arg-type]
-            for _, mapped in host_tasks:
-                mapped >> collected
-            collected >> validated
-            essential.append(collected)
-            collect_ids.append(collected.operator.task_id)  # type: ignore[attr-defined]  # a PlainXComArg
+        collect_round(specs, run_tasks, validated)
+        validated_ids = ["validate"]
+        if plan.has_target:  # precision targets: a second round, planned from the first's valid trials
+
+            @task
+            @fail_fast("expand_round2")
+            def expand_round2() -> list[dict[str, Any]]:
+                """The second round's trials (tasks.expand_round2); empty when every group has its n."""
+                return tasks.expand_round2(plan, get_current_context())
+
+            extra = expand_round2()
+            validated >> extra
+            essential.append(extra)
+            validated = validate.override(task_id="validate_round2")()
+            collect_round(extra, run_round(extra, "_round2"), validated, "_round2")
+            validated_ids.append("validate_round2")
         reported = report()
         validated >> reported
-        essential_ids = [t.operator.task_id for t in essential] + ["validate", "report"]
+        essential_ids = [t.operator.task_id for t in essential] + [*validated_ids, "report"]
         checked = check_trials()
         for t in [*essential, validated, reported]:
             t >> checked

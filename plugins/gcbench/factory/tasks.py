@@ -82,9 +82,8 @@ def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
 
 
 def expand_trials(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
-    """Plan -> trial specs for this run (already-stored trials left out)."""
-    from gcbench import config
-    from gcbench.factory.local import write_spec
+    """Plan -> trial specs for this run (already-stored trials left out); for a precision
+    target, its first round (:func:`expand_round2` plans the second)."""
     from gcbench.plan.expand import expand
     from gcbench.plan.params import run_params_from_conf
     from gcbench.store import db, runs
@@ -102,9 +101,28 @@ def expand_trials(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
         stored = runs.stored_trials(
             conn, plan.name, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None
         )
-    out: list[dict[str, Any]] = []
     todo = [spec for spec in specs if stored.get(spec.trial_id) != "ok"]
     skipped = len(specs) - len(todo)
+    out = _trial_items(plan, run_id, todo)
+    print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
+    if specs and not out:  # a re-run or backfill of a date that has everything: green, and says so
+        when = f" for logical date {logical_date.isoformat()}" if logical_date else ""
+        note = (
+            f"Nothing to run: all {len(specs)} trials of this run were already stored{when}; "
+            "this run ran and stored no trial."
+        )
+        with db.connection() as conn:
+            runs.add_run_note(conn, pk, note)
+        print(note)
+    return out
+
+
+def _trial_items(plan: Plan, run_id: str, todo: list) -> list[dict[str, Any]]:
+    """The mapped ``run_trial`` inputs of the specs ``todo``: placed, spec.json written."""
+    from gcbench import config
+    from gcbench.factory.local import write_spec
+
+    out: list[dict[str, Any]] = []
     for spec, (host, devices) in zip(todo, place_trials(plan, todo), strict=True):
         spec = spec.model_copy(update={"devices": devices})  # placement: the id does not change
         outdir = config.run_dir(plan.name, run_id) / spec.trial_id
@@ -120,16 +138,100 @@ def expand_trials(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
         if host is not None:  # the host's worker has not this machine's files
             item["spec"] = spec.model_dump(mode="json")
         out.append(item)
-    print(f"{len(specs)} trials in this run, {skipped} already stored, {len(out)} to run")
-    if specs and not out:  # a re-run or backfill of a date that has everything: green, and says so
-        when = f" for logical date {logical_date.isoformat()}" if logical_date else ""
-        note = (
-            f"Nothing to run: all {len(specs)} trials of this run were already stored{when}; "
-            "this run ran and stored no trial."
+    return out
+
+
+def _known_in(frame: Any) -> Any:
+    """``known(metric)``: the metric has a value in some row of ``frame``."""
+    return lambda m: m in frame.columns and bool(frame[m].notna().any())
+
+
+def round2_totals(plan: Plan, df: Any, only_variants: tuple[str, ...] = ()) -> dict[str, int]:
+    """``{variant: total repetitions}`` of the groups whose workload has a precision target,
+    from the first round's valid trials (``df``: :func:`gcbench.store.queries.trials_frame`):
+    Stein's two-stage rule on the group's primary metric
+    (:func:`gcbench.stats.planned_repetitions`), between the target's ``min`` and ``max``.
+
+    A group with no valid trial of the first round gets ``max`` (nothing says it is precise).
+    """
+    import numpy as np
+
+    from gcbench import stats
+    from gcbench.plan.expand import combinations, variant_label
+    from gcbench.plan.schema import RepetitionTarget
+
+    totals: dict[str, int] = {}
+    for w in plan.workloads:
+        target = plan.repetitions_of(w)
+        if not isinstance(target, RepetitionTarget):
+            continue
+        wdf = df[df["workload"] == w.name] if len(df) else df
+        metric = kinds.primary_metric(w.kind, _known_in(wdf))
+        for combo in combinations(w):
+            label = variant_label(w.name, combo)
+            if only_variants and label not in only_variants:
+                continue
+            if len(wdf) and metric in wdf.columns:
+                used = wdf[(wdf["variant"] == label) & (wdf["status"] == "ok") & wdf["valid"].map(lambda v: v is True)]
+                values = used[metric].to_numpy(dtype=float)
+            else:
+                values = np.array([])
+            n = stats.planned_repetitions(values, until_ci_rel=target.until_ci_rel, max_n=target.max)
+            totals[label] = int(min(target.max, max(target.min, n)))
+    return totals
+
+
+def _latest_trials(frames: list) -> Any:
+    """One row per trial id from the trials frames of several runs (oldest first): its
+    ``ok`` row when it has one, else its latest."""
+    import pandas as pd
+
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=["trial_id", "workload", "variant", "status", "valid"])
+    df = pd.concat(frames, ignore_index=True)
+    df["_ok"] = df["status"] == "ok"
+    df = df.sort_values("_ok", kind="stable").drop_duplicates("trial_id", keep="last")
+    return df.drop(columns=["_ok"])
+
+
+def expand_round2(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
+    """The second round of a plan with precision targets: after the first round is
+    collected and validated, each such group's total n (:func:`round2_totals`), and the
+    trials of repetitions ``min`` .. n-1 not yet stored for this run (or its logical
+    date: a re-run or backfill skips them, as :func:`expand_trials` does). Empty when the
+    run's ``repetitions`` parameter overrides the plan (a fixed count: no rounds)."""
+    from gcbench.errors import StoreError
+    from gcbench.plan.expand import expand
+    from gcbench.plan.params import run_params_from_conf
+    from gcbench.store import db, queries, runs
+
+    run_id = ctx["run_id"]
+    logical_date = ctx.get("logical_date")
+    date = logical_date.isoformat() if logical_date else None
+    run = run_params_from_conf(plan, ctx["params"])
+    if run.repetitions:
+        print(f"repetitions {run.repetitions} given for this run: no second round")
+        return []
+    with db.connection() as conn:
+        pk = queries.dag_run_pk(conn, plan.dag_id, run_id)
+        if pk is None:  # expand_trials registers every run
+            raise StoreError(f"run {run_id} of {plan.dag_id} is not in the results database")
+        # the first round as stored for this run or its logical date (a re-run or backfill
+        # finds its first round under the earlier run, and plans the same second round)
+        frames = [queries.trials_frame(conn, p) for p in runs.runs_of_date(conn, plan.dag_id, run_id, date)]
+        df = _latest_trials(frames)
+        stored = runs.stored_trials(
+            conn, plan.name, plan.dag_id, run_id, logical_date.isoformat() if logical_date else None
         )
-        with db.connection() as conn:
-            runs.add_run_note(conn, pk, note)
-        print(note)
+    totals = round2_totals(plan, df, run.variants)
+    first = {s.trial_id for s in expand(plan, only_variants=run.variants)}
+    specs = [s for s in expand(plan, only_variants=run.variants, totals=totals) if s.trial_id not in first]
+    todo = [s for s in specs if stored.get(s.trial_id) != "ok"]
+    for label, n in sorted(totals.items()):
+        print(f"precision target: {label}: {n} repetitions in all")
+    out = _trial_items(plan, run_id, todo)
+    print(f"second round: {len(specs)} trials, {len(specs) - len(todo)} already stored, {len(out)} to run")
     return out
 
 
@@ -317,7 +419,8 @@ def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
     """The spec of one ``expand_trials`` item: its spec.json (or the embedded spec), or,
     when that file is unreadable or holds another trial (a trial may write over its
     folder), the plan's own spec of that trial id. Returns (spec or None, why not)."""
-    from gcbench.plan.expand import expand
+    from gcbench.plan.expand import combinations, expand, variant_label
+    from gcbench.plan.schema import most_repetitions
     from gcbench.spec import TrialSpec
 
     try:
@@ -332,7 +435,17 @@ def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
     params = (ctx.get("params") if hasattr(ctx, "get") else None) or {}
     try:
         run = run_params_from_conf(plan, params)
-        specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants)
+        # a precision target's second round: every repetition up to its max
+        most = (
+            {}
+            if run.repetitions
+            else {
+                variant_label(w.name, combo): most_repetitions(plan.repetitions_of(w))
+                for w in plan.workloads
+                for combo in combinations(w)
+            }
+        )
+        specs = expand(plan, repetitions=run.repetitions, only_variants=run.variants, totals=most)
     except Exception as exc:  # noqa: BLE001 - reported with the reason, never raised on every retry
         return None, f"{why}; the plan does not expand ({exc})"
     for spec in specs:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gcbench.errors import PlanError
-from gcbench.plan.schema import Plan, WorkloadEntry
+from gcbench.plan.schema import Plan, WorkloadEntry, first_round, most_repetitions
 from gcbench.spec import Amount, Scalar, TrialSpec, derive_seed
 
 DEFAULT_MAX_MAP_LENGTH = 1024
@@ -225,7 +225,8 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
                     f"workloads[{i}].gpus",
                     f"needs {gpus} GPUs but the plan lists devices {plan.devices}",
                 )
-    n = sum(len(combinations(w)) * (w.repetitions or plan.repetitions) for w in plan.workloads)
+    # a precision target counts at its max: the second round may reach it
+    n = sum(len(combinations(w)) * most_repetitions(plan.repetitions_of(w)) for w in plan.workloads)
     limit = max_map_length()
     if n > limit:
         raise PlanError(
@@ -263,13 +264,23 @@ def _check_program(plan: Plan, w: WorkloadEntry, i: int, lines: dict, source: st
         raise PlanError(source, line, f"workloads[{i}].{exc.field}", str(exc)) from None
 
 
-def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[str] | None = None) -> list[TrialSpec]:
+def expand(
+    plan: Plan,
+    repetitions: int | None = None,
+    only_variants: Iterable[str] | None = None,
+    totals: Mapping[str, int] | None = None,
+) -> list[TrialSpec]:
     """Trial specs of a plan, in schedule order, each with its stable ``trial_id``.
 
     Args:
         plan: a validated plan.
-        repetitions: overrides every workload's repetitions (a run parameter; None: the plan's).
+        repetitions: overrides every workload's repetitions (a run parameter; None: the
+            plan's). A workload with a precision target (:class:`RepetitionTarget`) runs
+            its ``min`` in the first round.
         only_variants: keep only these variant labels (None or empty: all).
+        totals: ``{variant label: total repetitions}`` for the second round of a precision
+            target (repetitions 0 .. total-1; the same ids as ``repetitions: total``);
+            variants not in it keep their first round.
 
     Both are checked by :func:`gcbench.plan.params.run_params`, as every run parameter is.
 
@@ -289,13 +300,13 @@ def expand(plan: Plan, repetitions: int | None = None, only_variants: Iterable[s
     wanted = set(checked.variants)
     specs: list[TrialSpec] = []
     for w in plan.workloads:
-        reps = repetitions or w.repetitions or plan.repetitions
+        reps = repetitions or first_round(plan.repetitions_of(w))
         for combo in combinations(w):
             label = variant_label(w.name, combo)
             if wanted and label not in wanted:
                 continue
             settings = {**w.settings, **combo}
-            for rep in range(reps):
+            for rep in range((totals or {}).get(label, reps)):
                 spec = TrialSpec(
                     plan=plan.name,
                     workload=w.name,

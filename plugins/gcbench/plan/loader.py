@@ -39,7 +39,7 @@ import yaml
 from pydantic import ValidationError
 
 from gcbench.errors import PlanError
-from gcbench.plan.schema import Plan
+from gcbench.plan.schema import REPETITION_TAGS, Plan
 
 MAX_PLAN_BYTES = 1_000_000
 """Plans larger than this are refused (a plan is a page of YAML, not data)."""
@@ -370,7 +370,13 @@ def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[PathKey, 
 
 def _first_error(exc: ValidationError) -> tuple[PathKey, str]:
     err = exc.errors(include_url=False)[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    raw = err["loc"]
+    loc = tuple(
+        p
+        for i, p in enumerate(raw)
+        if not (isinstance(p, str) and p.startswith("function-"))
+        and not (p in REPETITION_TAGS and i > 0 and raw[i - 1] == "repetitions")
+    )
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

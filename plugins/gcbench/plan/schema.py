@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL
 from gcbench.spec import Amount, EnergySettings, Scalar
@@ -46,6 +46,65 @@ MAX_REPETITIONS = 1000
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RepetitionTarget(_Strict):
+    """A precision target instead of a fixed count: ``repetitions: {min: 6, max: 30,
+    until_ci_rel: 0.02}``. The first round runs ``min`` repetitions per variant; from its
+    valid trials, each group's total n is fixed once with Stein's two-stage rule on the
+    group's primary metric (:func:`gcbench.stats.planned_repetitions`, at most ``max``),
+    and the missing repetitions run as a second round (``min`` .. n-1: the trial ids a
+    plain ``repetitions: n`` would give). The report says per group whether its median's
+    interval reached ``until_ci_rel`` (relative half-width, a fraction: 0.02 is +-2 %).
+    """
+
+    min: int = Field(ge=2, le=MAX_REPETITIONS)
+    max: int = Field(ge=2, le=MAX_REPETITIONS)
+    until_ci_rel: float = Field(gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _max_at_least_min(self) -> RepetitionTarget:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        return self
+
+
+def _repetitions_tag(value: Any) -> str:
+    return "target" if isinstance(value, (dict, RepetitionTarget)) else "count"
+
+
+REPETITION_TAGS = ("count", "target")
+"""The tags of the ``repetitions`` union (left out of error paths by the loader)."""
+
+Repetitions = int | RepetitionTarget
+"""A plan's or workload's ``repetitions``: a count, or a :class:`RepetitionTarget`."""
+
+
+_RepetitionsField = Annotated[
+    Annotated[Annotated[int, Field(ge=1, le=MAX_REPETITIONS)], Tag("count")]
+    | Annotated[RepetitionTarget, Tag("target")],
+    Discriminator(_repetitions_tag),
+]
+
+
+def first_round(repetitions: Repetitions) -> int:
+    """Repetitions per variant of the first (or only) round: the count, or the target's ``min``."""
+    return repetitions.min if isinstance(repetitions, RepetitionTarget) else repetitions
+
+
+def describe_repetitions(repetitions: Repetitions) -> str:
+    """``3``, or ``6 to 30, until the median's interval is within +-2 %`` for a target."""
+    if isinstance(repetitions, RepetitionTarget):
+        return (
+            f"{repetitions.min} to {repetitions.max}, until the median's interval is within "
+            f"±{repetitions.until_ci_rel * 100:g} %"
+        )
+    return str(repetitions)
+
+
+def most_repetitions(repetitions: Repetitions) -> int:
+    """The most repetitions per variant a run may have: the count, or the target's ``max``."""
+    return repetitions.max if isinstance(repetitions, RepetitionTarget) else repetitions
 
 
 class Window(Amount):
@@ -330,7 +389,7 @@ class WorkloadEntry(_Strict):
     settings: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, Annotated[list[Scalar], Field(min_length=1)]] = Field(default_factory=dict)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
-    repetitions: int | None = Field(default=None, ge=1, le=MAX_REPETITIONS)
+    repetitions: _RepetitionsField | None = None
     warmup: Warmup | None = None
     window: Window | None = None
 
@@ -380,7 +439,8 @@ class Plan(_Strict):
         runner: ``local`` (subprocess) or ``docker`` (DockerOperator).
         image: trial container image for the docker runner.
         devices: host GPU indices the plan may use.
-        repetitions: repetitions per variant (a workload may override).
+        repetitions: repetitions per variant (a workload may override), or a precision
+            target :class:`RepetitionTarget` ``{min, max, until_ci_rel}``.
         seed: plan seed; trial seeds and the randomized order derive from it.
         order: ``randomized`` (seeded shuffle, against drift) or ``sequential``.
         warmup, window: defaults for every workload.
@@ -398,7 +458,7 @@ class Plan(_Strict):
     runner: Literal["local", "docker"] = "local"
     image: str = "gcbench/trial:latest"
     devices: list[int] = Field(default_factory=lambda: [0])
-    repetitions: int = Field(default=3, ge=1, le=MAX_REPETITIONS)
+    repetitions: _RepetitionsField = 3
     seed: int = 0
     order: Literal["randomized", "sequential"] = "randomized"
     warmup: Warmup = Warmup(steps=0)
@@ -438,6 +498,15 @@ class Plan(_Strict):
                 raise ValueError(f"duplicate workload name {w.name!r}")
             seen.add(w.name)
         return workloads
+
+    def repetitions_of(self, workload: WorkloadEntry) -> Repetitions:
+        """The workload's repetitions: its own, else the plan's."""
+        return workload.repetitions if workload.repetitions is not None else self.repetitions
+
+    @property
+    def has_target(self) -> bool:
+        """Whether any workload runs to a precision target (the DAG then has a second round)."""
+        return any(isinstance(self.repetitions_of(w), RepetitionTarget) for w in self.workloads)
 
     @property
     def dag_id(self) -> str:

@@ -114,6 +114,22 @@ def add_run_note(conn, dag_run_pk: int, note: str, *, interrupted: bool = False)
     return changed or not interrupted
 
 
+def runs_of_date(conn, dag_id: str, run_id: str, logical_date: str | None) -> list[int]:
+    """Primary keys of this DAG run and of every run of the same DAG at its logical date
+    (the runs whose stored trials :func:`stored_trials` finds), oldest first."""
+    with conn.cursor() as cur:
+        if logical_date is not None:
+            cur.execute(
+                "SELECT id FROM dag_runs WHERE dag_id = %s AND (run_id = %s OR logical_date = %s) ORDER BY id",
+                (dag_id, run_id, logical_date),
+            )
+        else:
+            cur.execute("SELECT id FROM dag_runs WHERE dag_id = %s AND run_id = %s ORDER BY id", (dag_id, run_id))
+        rows = cur.fetchall()
+    conn.commit()
+    return [int(r[0]) for r in rows]
+
+
 def stored_trials(conn, plan_name: str, dag_id: str, run_id: str, logical_date: str | None) -> dict[str, str]:
     """``{trial_id: status}`` already stored for this DAG run, or for its logical date.
 

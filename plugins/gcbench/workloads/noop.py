@@ -13,6 +13,11 @@ Settings:
         tests only. When set, the trial process SIGKILLs itself this many seconds after
         its main window opened (like an OOM kill or a lost node): no result.json, the
         samples streamed so far, the runner sees exit status -9. Null: never.
+    jitter_s_sd (float, default 0): PLANTED NOISE, a test aid for precision targets
+        (``repetitions: {min, max, until_ci_rel}``). With a window in seconds, each
+        trial's window lasts ``seconds + |N(0, jitter_s_sd)|``, drawn from a generator
+        seeded with the trial's seed (so a trial's length is reproducible), so that
+        ``duration_s`` varies from trial to trial by a known amount. 0: no jitter.
 
 Window:
     in steps: N trivial steps (an integer addition each), no sleep;
@@ -28,6 +33,7 @@ Returns:
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 
@@ -36,7 +42,7 @@ from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext, effective, settings
 from gcbench.workloads._loop import run_steps
 
-DEFAULTS = {"tick_s": 0.01, "note": "", "kill_self_after_s": None}
+DEFAULTS = {"tick_s": 0.01, "note": "", "kill_self_after_s": None, "jitter_s_sd": 0.0}
 
 
 def run(spec: TrialSpec, ctx: TrialContext) -> dict:
@@ -53,6 +59,14 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         isinstance(kill_after_s, bool) or not isinstance(kill_after_s, (int, float)) or kill_after_s < 0
     ):
         raise ValueError(f"noop setting kill_self_after_s must be a number >= 0 or null, got {kill_after_s!r}")
+    jitter_s_sd = cfg["jitter_s_sd"]
+    if isinstance(jitter_s_sd, bool) or not isinstance(jitter_s_sd, (int, float)) or not jitter_s_sd >= 0:
+        raise ValueError(f"noop setting jitter_s_sd must be a number >= 0, got {jitter_s_sd!r}")
+    window = spec.window
+    if jitter_s_sd and window.seconds is not None:
+        extra_s = abs(random.Random(spec.seed).gauss(0.0, float(jitter_s_sd)))
+        window = window.model_copy(update={"seconds": window.seconds + extra_s})
+        ctx.log(f"planted noise: jitter_s_sd={jitter_s_sd}: window {window.seconds:.3f} s")
     acc = [0]
     window_opened: list[float | None] = [None]
 
@@ -71,10 +85,10 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
 
     seconds_mode = spec.warmup.seconds is not None
     run_steps(spec.warmup, step, default_steps=0)
-    seconds_mode = spec.window.seconds is not None
+    seconds_mode = window.seconds is not None
     with ctx.window():
         window_opened[0] = time.monotonic()
-        steps = run_steps(spec.window, step, default_steps=1)
+        steps = run_steps(window, step, default_steps=1)
     out = {
         "steps": steps,
         "window_mode": "seconds" if seconds_mode else "steps",

@@ -40,7 +40,8 @@ Modules (numbers only: pure functions over the trials frame, no formatting of ou
 * :mod:`.settings` the plan-derived settings; :mod:`.frame` the trials frame;
 * :mod:`.groups` groups and their statistics; :mod:`.baseline` the baseline rule;
 * :mod:`.comparisons` comparisons and headline sentences; :mod:`.measurement` the
-  "How this was measured" section; :mod:`.core` the :class:`Analysis` of one report;
+  "How this was measured" section; :mod:`.precision` which groups reached the plan's
+  precision target; :mod:`.core` the :class:`Analysis` of one report;
 * :mod:`.tradeoff` the energy-time trade-offs, built on an :class:`Analysis`.
 
 :func:`analyze` puts them together.

@@ -17,6 +17,7 @@ from gcbench.report.analysis.comparisons import ComparisonRow, build_comparisons
 from gcbench.report.analysis.frame import add_carbon, add_time_per_work, normalize_trials
 from gcbench.report.analysis.groups import Group, build_groups
 from gcbench.report.analysis.measurement import Measurement, build_measurement
+from gcbench.report.analysis.precision import PrecisionOutcome, precision_outcomes
 from gcbench.report.analysis.settings import ReportSettings
 from gcbench.report.data import ReportData
 from gcbench.report.metrics import (
@@ -35,6 +36,8 @@ class Analysis:
         groups, comparisons, measurement: see their classes.
         simulated: any trial is simulated (the report then says SIMULATED everywhere).
         co2e_total: dict(energy_kwh, co2e_kg, low, high) over all valid trials.
+        precision: per group of a workload with a precision target, what it reached
+            (:mod:`gcbench.report.analysis.precision`).
         tradeoffs: the energy-time trade-off of each workload that has energy and time
             (:mod:`gcbench.report.analysis.tradeoff`), filled by :func:`analyze`.
     """
@@ -47,6 +50,7 @@ class Analysis:
     measurement: Measurement
     simulated: bool
     co2e_total: dict[str, float | None]
+    precision: list[PrecisionOutcome] = field(default_factory=list)
     tradeoffs: list = field(default_factory=list)
     _extra: dict = field(default_factory=dict, repr=False)
 
@@ -188,5 +192,6 @@ def build_analysis(data: ReportData, settings: ReportSettings | None = None) -> 
         measurement=measurement,
         simulated=bool(df["simulated"].any()),
         co2e_total=co2e_total,
+        precision=precision_outcomes(data.plan or {}, groups),
     )
     return a

@@ -72,12 +72,19 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             dict(r, cells=[dict(main=c.main, ci=c.ci, band=c.band, trials=c.trials, text=c.text()) for c in r["cells"]])
             for r in t.rows
         ]
+        reached = [p for p in a.precision if p.workload == workload]
+        notes = list(t.notes)
+        if reached:
+            notes.append(
+                f"Precision ({info(reached[0].metric).label}, the larger side of the median's {conf} % interval "
+                "relative to the median): " + "; ".join(f"{p.variant}: {p.sentence()}" for p in reached) + "."
+            )
         workloads.append(
             dict(
                 name=workload,
                 kind=kind,
                 rows=rows,
-                notes=t.notes,
+                notes=notes,
                 column_notes=t.notes,
                 headers=[
                     dict(
