@@ -39,7 +39,7 @@ def test_expand_json_lists_every_trial():
 
     proc = gcbench("plan", "expand", str(REPO / "plans" / "smoke.yaml"), "--json")
     trials = json.loads(proc.stdout)
-    assert proc.returncode == 0 and len(trials) == 21 and len({t["trial_id"] for t in trials}) == 21
+    assert proc.returncode == 0 and len(trials) == 31 and len({t["trial_id"] for t in trials}) == 31
 
 
 def test_piped_expand_keeps_ids_and_variants_whole():

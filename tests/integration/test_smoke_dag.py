@@ -43,7 +43,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
             "SELECT trial_id, kind, status, valid, simulated, samples_count, reasons, flags FROM gcbench.trials"
         )
         rows = cur.fetchall()
-        assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 21
+        assert {r[0] for r in rows} == expected_ids and len(rows) == len(expected_ids) == 31
 
         # every trial ran and was validated; the only reason a trial may be invalid here is the
         # throughput-stability rule: on a machine shared with other work a CPU-bound window can
