@@ -130,4 +130,4 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     row = next(line for line in runs.stdout.splitlines() if status["run_id"] in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells[:2] == ["smoke", status["run_id"]]
-    assert cells[3:] == ["21", str(n_valid), str(21 - n_valid), "0", "0", str(report)]
+    assert cells[3:] == ["31", str(n_valid), str(31 - n_valid), "0", "0", str(report)]
