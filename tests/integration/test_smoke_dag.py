@@ -86,7 +86,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
         assert section in html
     md = report.with_name("report.md").read_text()
     assert "| **SIMULATED** resnet |" in md or "resnet" in md
-    assert (report.parent / "trials.csv").read_text().count("\n") == 22
+    assert (report.parent / "trials.csv").read_text().count("\n") == 32
 
     # the CLI writes the same run's report again and prints its path
     cli = subprocess.run(
