@@ -122,7 +122,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
         env=env,
         timeout=300,
     )
-    assert missing.returncode == 1 and missing.stderr.strip() == "error: no stored run 'no-such-run'"
+    assert missing.returncode == 1 and missing.stderr.strip().splitlines()[-1] == "error: no stored run 'no-such-run'"
     runs = subprocess.run(
         [sys.executable, "-m", "gcbench.cli", "runs"], capture_output=True, text=True, env=env, timeout=300
     )
