@@ -84,15 +84,16 @@ def load_result(outdir: Path, spec: TrialSpec, notes: IngestNotes) -> tuple[dict
         return None, f"result.json refused: it belongs to plan {_short(result.get('plan'))}, not {spec.plan!r}"
     if result.get("trial_id") != spec.trial_id:
         return None, f"result.json refused: it belongs to trial {_short(result.get('trial_id'))}, not {spec.trial_id!r}"
+    # a file cut short is named as such before anything is read from it (its attempt id may be cut off)
+    missing = [k for k in ("status", "metrics", "energy") if k not in result]
+    if missing:
+        return None, f"result.json refused: truncated, missing {', '.join(missing)}"
     expected = current_attempt(outdir)
     if expected is not None and result.get("attempt_id") != expected:
         return None, (
             f"result.json refused: written by attempt {_short(result.get('attempt_id'))}, not by the attempt "
             f"the runner started last ({expected!r}): another attempt's output"
         )
-    missing = [k for k in ("status", "metrics", "energy") if k not in result]
-    if missing:
-        return None, f"result.json refused: truncated, missing {', '.join(missing)}"
     if not isinstance(result["status"], str) or result["status"] not in ("ok", "failed", "skipped"):
         return None, f"result.json refused: unknown status {_short(result['status'])}"
     for where, value in (
