@@ -124,7 +124,7 @@ def test_collect_stores_each_trials_intensity_and_keeps_the_energy_when_the_seri
     import importlib.util
 
     from gcbench.plan import expand
-    from gcbench.store import db, ingest, queries
+    from gcbench.store import db, ingest, queries, runs
 
     helper = importlib.util.spec_from_file_location(
         "ingest_helpers", Path(__file__).parent / "store" / "test_ingest.py"
@@ -136,7 +136,7 @@ def test_collect_stores_each_trials_intensity_and_keeps_the_energy_when_the_seri
     specs = expand(PLAN)[:2]
     cfg = {"series": str(SERIES), "band_factor": [0.5, 1.5], "intensity_kind": "average"}
     with db.connection(pg_url) as conn:
-        run_pk = ingest.register_run(conn, PLAN, PLAN.dag_id, "manual__carbon", "2026-11-04T00:00:00+00:00")
+        run_pk = runs.register_run(conn, PLAN, PLAN.dag_id, "manual__carbon", "2026-11-04T00:00:00+00:00")
         for spec, start in zip(specs, ("2026-11-04T01:59:00+00:00", "2026-11-05T09:00:00+00:00"), strict=True):
             result = write_trial(tmp_path / spec.trial_id, spec)
             result["origin_wall"] = datetime.fromisoformat(start).timestamp()

@@ -75,7 +75,7 @@ def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
     assert main["gpu"][0]["cross_check_verdict"] == "ok"
     assert (out / "samples.sampler.log").exists()
     # what ran, at the top of result.json: every setting as requested, none out of effect
-    assert result["settings_effective"] == {"tick_s": 0.01, "note": "", "kill_self_after_s": None}
+    assert result["settings_effective"] == {"tick_s": 0.01, "note": "", "kill_self_after_s": None, "jitter_s_sd": 0.0}
     assert result["settings_not_in_effect"] == {}
     assert "settings_effective" not in result["counts"] and "settings_effective" not in result["metrics"]
 
