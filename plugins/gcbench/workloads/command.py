@@ -32,7 +32,7 @@ from typing import Any
 from gcbench.kinds import ProgramError
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext
-from gcbench.workloads.program import check_placeholders, program_kind, run_program, substitute, values_for
+from gcbench.workloads.program import check_program_placeholders, program_kind, run_program, substitute, values_for
 
 STOP_GRACE_S = 5.0
 """Seconds between SIGTERM and SIGKILL when the trial stops its program."""
@@ -63,15 +63,7 @@ def check_program(program: dict[str, Any], settings: dict[str, Any], runner: str
         ProgramError: naming ``command``, ``cwd`` or ``env.NAME``.
     """
     command = list(program.get("command") or [])
-    try:
-        check_placeholders(command, settings)
-    except ValueError as exc:
-        raise ProgramError("command", str(exc)) from None
-    for name, value in (program.get("env") or {}).items():
-        try:
-            check_placeholders([value], settings)
-        except ValueError as exc:
-            raise ProgramError(f"env.{name}", str(exc)) from None
+    check_program_placeholders(program, settings)
     if runner != "local":
         return  # it runs in the trial image: what exists here says nothing of it
     cwd = resolve_cwd(program.get("cwd"))

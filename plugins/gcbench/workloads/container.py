@@ -40,7 +40,7 @@ from typing import Any
 from gcbench.kinds import ProgramError
 from gcbench.spec import TrialSpec
 from gcbench.workloads import TrialContext
-from gcbench.workloads.program import check_placeholders, program_kind, run_program, substitute, values_for
+from gcbench.workloads.program import check_program_placeholders, program_kind, run_program, substitute, values_for
 
 CONTAINER_OUTDIR = "/gcbench/out"
 """Where the trial folder is mounted in the user's container."""
@@ -60,15 +60,7 @@ def check_program(program: dict[str, Any], settings: dict[str, Any], runner: str
         raise ProgramError(
             "image", "kind container runs a user's image through a Docker engine: set runner: docker in the plan"
         )
-    try:
-        check_placeholders(list(program.get("command") or []), settings)
-    except ValueError as exc:
-        raise ProgramError("command", str(exc)) from None
-    for name, value in (program.get("env") or {}).items():
-        try:
-            check_placeholders([value], settings)
-        except ValueError as exc:
-            raise ProgramError(f"env.{name}", str(exc)) from None
+    check_program_placeholders(program, settings)
 
 
 def container_kwargs(spec: TrialSpec, outdir: Path, control_path: str) -> dict[str, Any]:

@@ -143,6 +143,26 @@ def check_placeholders(templates: list[str], settings: Mapping[str, Any]) -> Non
                 raise ValueError(f"{t!r}: {{{name}}} is not a setting of this workload (known: {known})")
 
 
+def check_program_placeholders(program: Mapping[str, Any], settings: Mapping[str, Any]) -> None:
+    """Plan-time check of a program's ``command`` arguments and ``env`` values
+    (:func:`check_placeholders`), shared by the ``command`` and ``container`` kinds.
+
+    Raises:
+        gcbench.kinds.ProgramError: naming ``command`` or ``env.NAME``.
+    """
+    from gcbench.kinds import ProgramError
+
+    try:
+        check_placeholders(list(program.get("command") or []), settings)
+    except ValueError as exc:
+        raise ProgramError("command", str(exc)) from None
+    for name, value in (program.get("env") or {}).items():
+        try:
+            check_placeholders([value], settings)
+        except ValueError as exc:
+            raise ProgramError(f"env.{name}", str(exc)) from None
+
+
 def values_for(spec: TrialSpec, outdir: Path, control_path: str) -> dict[str, Any]:
     """The placeholder values of one trial."""
     return {
