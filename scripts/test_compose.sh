@@ -17,7 +17,8 @@
 # cold, 8 warm).
 #
 # Environment: as scripts/test_docker.sh; PYTEST_ARGS (extra pytest arguments),
-# GCBENCH_COMPOSE_KEEP=1 (leave the test deployment up).
+# GCBENCH_COMPOSE_KEEP=1 (leave the test deployment up), GCBENCH_PREPARE_ONLY=1 (build the
+# images, run no test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT_DIR="$(pwd)"
@@ -107,6 +108,10 @@ if ! compose --profile celery --profile gpu-worker build --progress plain >"$STA
 fi
 build_s=$(( $(date +%s) - build_started ))
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^gcbench/' | sort
+if [ "${GCBENCH_PREPARE_ONLY:-0}" = 1 ]; then  # .ci/run: images now, tests later
+    gcb_step "images ready (GCBENCH_PREPARE_ONLY=1: no tests)"
+    exit 0
+fi
 
 # ---------------------------------------------------------------- tests
 gcb_step "pytest tests/compose"

@@ -20,7 +20,8 @@
 # Environment: GCBENCH_DOCKER_ROOT (default /var/tmp/gcbench-docker; kept between runs so
 # the base image and build layers are reused), GCBENCH_TORCH_WHEEL (a torch wheel for
 # CPython 3.11; default /opt/wheels/torch-*+cpu-cp311-*.whl), GCBENCH_DOCKER_KEEP=1
-# (leave the daemon running), PYTEST_ARGS (extra pytest arguments).
+# (leave the daemon running), PYTEST_ARGS (extra pytest arguments), GCBENCH_PREPARE_ONLY=1
+# (build the images, run no test: .ci/run builds them while the Python tests run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GCB_NAME=docker
@@ -36,6 +37,10 @@ USER_IMAGE=gcbench-example/marked:1
 gcb_build example-user --build-arg "BASE=$BASE_IMAGE" -f examples/container/Dockerfile -t "$USER_IMAGE" examples
 export GCBENCH_TEST_USER_IMAGE="$USER_IMAGE"
 gcb_compose_v2
+if [ "${GCBENCH_PREPARE_ONLY:-0}" = 1 ]; then  # .ci/run: images now, tests later
+    gcb_step "images ready (GCBENCH_PREPARE_ONLY=1: no tests)"
+    exit 0
+fi
 
 gcb_step "pytest tests/docker"
 export GCBENCH_REQUIRE_DOCKER=1 GCBENCH_DOCKER_GPUS="${GCBENCH_DOCKER_GPUS:-none}" GCBENCH_TEST_TRIAL_IMAGE="$TRIAL_IMAGE"
