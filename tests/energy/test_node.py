@@ -1,0 +1,264 @@
+"""The node meter (gcbench/energy/node.py) against a real BMC emulator: OpenIPMI's
+``ipmi_sim`` (Debian package openipmi) read with the real ``ipmitool``, both installed
+by ``scripts/system_deps.sh ipmi``. Without them the emulator tests skip, except where
+``GCBENCH_REQUIRE_IPMI=1`` (CI: .ci/run) makes a missing emulator a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gcbench.energy import node
+from gcbench.energy.meter import Meter
+from gcbench.energy.window import DeviceSeries
+from gcbench.spec import EnergySettings, NodeSettings
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ipmi_sim"
+PASSWORD = "emulator-only"
+HAVE_IPMI = bool(shutil.which("ipmi_sim") and shutil.which("ipmitool"))
+REQUIRED = bool(os.environ.get("GCBENCH_REQUIRE_IPMI"))
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Bmc:
+    """A running ipmi_sim: ``set_power_w`` writes the file its power sensor polls."""
+
+    def __init__(self, port: int, power_file: Path):
+        self.port, self.power_file = port, power_file
+
+    def set_power_w(self, watts: float) -> None:
+        tmp = self.power_file.with_suffix(".tmp")
+        tmp.write_text(f"{int(watts)}\n")
+        tmp.replace(self.power_file)
+
+    def settings(self, **extra) -> NodeSettings:
+        return NodeSettings(
+            ipmi={"host": "127.0.0.1", "port": self.port, "user": "gcbench", "password_env": "GCB_TEST_BMC_PW"},
+            **extra,
+        )
+
+
+@pytest.fixture
+def bmc(tmp_path):
+    if not HAVE_IPMI:
+        if REQUIRED:
+            pytest.fail("ipmi_sim or ipmitool missing: run scripts/system_deps.sh ipmi")
+        pytest.skip("ipmi_sim/ipmitool absent (scripts/system_deps.sh ipmi installs them)")
+    port = _free_udp_port()
+    power = tmp_path / "power_w"
+    b = Bmc(port, power)
+    b.set_power_w(250)
+    subst = {"@PORT@": str(port), "@PASSWORD@": PASSWORD, "@POWER_FILE@": str(power)}
+    for name in ("lan.conf", "node.emu"):
+        text = (FIXTURE / f"{name}.in").read_text()
+        for k, v in subst.items():
+            text = text.replace(k, v)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "state").mkdir()
+    log = open(tmp_path / "ipmi_sim.log", "w")
+    proc = subprocess.Popen(
+        [
+            "ipmi_sim",
+            "-c",
+            str(tmp_path / "lan.conf"),
+            "-f",
+            str(tmp_path / "node.emu"),
+            "-s",
+            str(tmp_path / "state"),
+            "-n",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    reader = node.NodeReader(b.settings(), PASSWORD, how="sensor:Node Power")
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            reader.read_w()
+            break
+        except node.NodeReadError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"ipmi_sim did not answer: {(tmp_path / 'ipmi_sim.log').read_text()}") from None
+            time.sleep(0.2)
+    yield b
+    proc.terminate()
+    proc.wait(timeout=5)
+    log.close()
+
+
+def test_ipmi_tools_are_installed_where_ci_runs():
+    """CI installs ipmi_sim and ipmitool (scripts/system_deps.sh ipmi); only a machine
+    without them may skip the emulator tests, and this says so instead of passing."""
+    if REQUIRED:
+        assert HAVE_IPMI, "ipmi_sim/ipmitool missing: run scripts/system_deps.sh ipmi"
+    elif not HAVE_IPMI:
+        pytest.skip("ipmi_sim/ipmitool absent on this machine: the node-meter emulator tests did not run")
+
+
+def test_probe_falls_back_from_dcmi_to_the_one_watts_sensor_of_the_emulator(bmc):
+    """ipmi_sim answers DCMI with "Invalid command": auto takes the SDR's one sensor in watts."""
+    reader, probe = node.probe_settings(bmc.settings(), {"GCB_TEST_BMC_PW": PASSWORD})
+    assert probe.ok, probe.why_not
+    assert probe.how == "sensor:Node Power"
+    assert probe.power_w == 250.0
+
+
+def test_forced_dcmi_on_a_bmc_without_it_is_unavailable_with_ipmitools_reason(bmc):
+    s = NodeSettings(
+        ipmi={"host": "127.0.0.1", "port": bmc.port, "user": "gcbench", "password_env": "PW", "reading": "dcmi"}
+    )
+    _reader, probe = node.probe_settings(s, {"PW": PASSWORD})
+    assert not probe.ok
+    assert "dcmi power reading failed" in probe.why_not and "Invalid command" in probe.why_not
+
+
+def test_wrong_password_and_missing_password_are_findings_not_crashes(bmc):
+    _r, probe = node.probe_settings(bmc.settings(), {"GCB_TEST_BMC_PW": "wrong"})
+    assert not probe.ok and "failed" in probe.why_not
+    _r, probe = node.probe_settings(bmc.settings(), {})
+    assert not probe.ok and probe.why_not == "environment variable GCB_TEST_BMC_PW is not set"
+
+
+def test_meter_window_node_energy_is_the_emulators_power_times_duration(tmp_path, bmc):
+    """A 4-s window at a fixed 250 W: node energy = 250 W x duration (the sensor's raw
+    byte is exact at 2 W steps), labelled node scope, and never added to the GPU."""
+    settings = EnergySettings(backend="simulated", node=bmc.settings(period_s=0.5))
+    m = Meter(settings, [0], tmp_path / "samples.csv", seed=1, env={**os.environ, "GCB_TEST_BMC_PW": PASSWORD})
+    m.start()
+    time.sleep(0.6)
+    m.begin_window("main")
+    time.sleep(4.0)
+    m.end_window("main")
+    r = m.stop()["main"]
+    assert r.node is not None and r.node.scope == "node"
+    assert r.node.method == "ipmi-node-power-integration"
+    assert r.node_energy_j == pytest.approx(250.0 * r.duration_s, rel=1e-9)
+    assert r.gpu_energy_j is not None and r.node_energy_j != r.gpu_energy_j
+    env = m.environment()["node"]
+    assert env["ok"] and env["how"] == "sensor:Node Power" and env["period_s"] == 0.5
+
+
+def test_power_step_mid_window_is_integrated_within_one_update_period(tmp_path, bmc):
+    """250 W, then 400 W from a known time: energy within the step x (read period +
+    the emulator's 100-ms sensor poll) of the true integral."""
+    period_s = 0.25
+    settings = EnergySettings(backend="simulated", node=bmc.settings(period_s=period_s))
+    m = Meter(settings, [0], tmp_path / "samples.csv", seed=1, env={**os.environ, "GCB_TEST_BMC_PW": PASSWORD})
+    m.start()
+    time.sleep(0.5)
+    a = m.begin_window("main")
+    time.sleep(2.0)
+    step_at = m._now()
+    bmc.set_power_w(400)
+    time.sleep(2.0)
+    b = m.end_window("main")
+    r = m.stop()["main"]
+    truth = 250.0 * (step_at - a) + 400.0 * (b - step_at)
+    assert r.node_energy_j == pytest.approx(truth, abs=150.0 * (period_s + 0.1 + 0.05))
+    assert r.node_energy_j > 250.0 * (b - a) + 150.0 * 1.0  # the step was seen
+
+
+def test_window_shorter_than_two_read_periods_is_null_with_the_reason(tmp_path, bmc):
+    settings = EnergySettings(backend="simulated", node=bmc.settings(period_s=1.0))
+    m = Meter(settings, [0], tmp_path / "samples.csv", seed=1, env={**os.environ, "GCB_TEST_BMC_PW": PASSWORD})
+    m.start()
+    m.begin_window("main")
+    time.sleep(0.5)
+    m.end_window("main")
+    r = m.stop()["main"]
+    assert r.node_energy_j is None and r.node is not None
+    assert "too few BMC readings" in r.node.reason
+    assert r.gpu_energy_j is not None  # the GPU figure is kept
+
+
+def test_unreachable_bmc_leaves_node_null_and_the_trial_measured(tmp_path):
+    s = NodeSettings(ipmi={"host": "127.0.0.1", "port": _free_udp_port(), "user": "u"}, timeout_s=1.0)
+    m = Meter(EnergySettings(backend="simulated", node=s), [0], tmp_path / "s.csv", seed=1, env={"IPMI_PASSWORD": "x"})
+    with m:
+        m.begin_window("main")
+        time.sleep(0.2)
+        m.end_window("main")
+    r = m.results["main"]
+    assert r.node_energy_j is None and r.node.reason.startswith("node meter unavailable:")
+    assert r.gpu_energy_j is not None
+
+
+# ----------------------------------------------------------------------------- window rules, parsers
+
+
+def _series(t, p, source="ipmi"):
+    t = np.asarray(t, float)
+    nan = np.full(t.size, np.nan)
+    return DeviceSeries(t, nan, np.asarray(p, float), nan, source)
+
+
+def test_node_window_needs_a_reading_within_one_period_of_each_edge():
+    s = _series([0.0, 1.0, 2.0, 3.0], [100, 100, 100, 100])
+    assert node.node_window_energy(s, 0.5, 2.5, 1.0).energy_j == pytest.approx(200.0)
+    late = node.node_window_energy(s, 0.5, 4.5, 1.0)
+    assert late.energy_j is None and "none within one period" in late.reason
+    assert node.node_window_energy(None, 0, 5, 1.0).reason == "no node readings (the BMC did not answer)"
+
+
+def test_dcmi_answer_of_ipmitool_is_parsed_and_a_deactivated_reading_refused():
+    text = (
+        "    Instantaneous power reading:                   312 Watts\n"
+        "    Minimum during sampling period:                 96 Watts\n"
+        "    Sampling period:                          00000001 Seconds.\n"
+        "    Power reading state is:                   activated\n"
+    )
+    assert node.parse_dcmi_power(text) == 312.0
+    with pytest.raises(node.NodeReadError, match="deactivated"):
+        node.parse_dcmi_power(text.replace("activated", "deactivated"))
+
+
+def test_redfish_power_and_environment_metrics_readings():
+    """DMTF's schema shapes: Power 1.x PowerControl and the newer EnvironmentMetrics."""
+    assert node.parse_redfish_power({"PowerControl": [{"PowerConsumedWatts": 344}]}) == 344.0
+    assert node.parse_redfish_power({"PowerWatts": {"Reading": 512.5}}) == 512.5
+    with pytest.raises(node.NodeReadError):
+        node.parse_redfish_power({"PowerControl": [{"PowerConsumedWatts": None}]})
+
+
+def test_plan_node_settings_refuse_a_password_and_need_one_protocol():
+    with pytest.raises(ValueError, match="a password never goes in a plan"):
+        NodeSettings(ipmi={"host": "h", "user": "u", "password": "secret"})
+    with pytest.raises(ValueError, match="exactly one of ipmi or redfish"):
+        NodeSettings()
+
+
+def test_ipmitool_argv_is_a_list_without_the_password():
+    s = NodeSettings(ipmi={"host": "bmc", "port": 6230, "user": "admin"}).ipmi
+    argv = node.ipmitool_argv(s, "dcmi", "power", "reading")
+    assert argv[1:] == [
+        "-I", "lanplus", "-H", "bmc", "-p", "6230", "-U", "admin", "-E", "-N", "2", "-R", "1", "-C", "3",
+        "dcmi", "power", "reading",
+    ]  # fmt: skip
+
+
+def test_a_plan_with_a_bmc_password_names_file_line_and_field():
+    from gcbench.errors import PlanError
+    from gcbench.plan.loader import plan_from_text
+
+    text = (Path(__file__).resolve().parents[2] / "plans" / "smoke.yaml").read_text()
+    bad = text.replace("energy:\n", "energy:\n  node:\n    ipmi: {host: bmc, user: admin, password: hunter2}\n", 1)
+    line = bad.splitlines().index("    ipmi: {host: bmc, user: admin, password: hunter2}") + 1
+    with pytest.raises(PlanError) as err:
+        plan_from_text(bad, "p.yaml")
+    assert str(err.value).startswith(f"p.yaml:{line}: energy.node.ipmi: a password never goes in a plan")
+    ok = text.replace("energy:\n", "energy:\n  node:\n    ipmi: {host: bmc, user: admin}\n    period_s: 2\n", 1)
+    assert plan_from_text(ok, "p.yaml").energy.node.period_s == 2.0
