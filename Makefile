@@ -41,9 +41,10 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests,
-# pdflatex with booktabs for the paper table's LaTeX test).
+# pdflatex with booktabs for the paper table's LaTeX test, ipmitool and OpenIPMI's ipmi_sim
+# for the node meter's tests against an emulated BMC).
 system-deps:
-	@bash scripts/system_deps.sh go cargo chromium latex
+	@bash scripts/system_deps.sh go cargo chromium latex ipmi
 
 demo: setup
 	@bash scripts/system_deps.sh go cargo
