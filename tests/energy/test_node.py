@@ -262,3 +262,29 @@ def test_a_plan_with_a_bmc_password_names_file_line_and_field():
     assert str(err.value).startswith(f"p.yaml:{line}: energy.node.ipmi: a password never goes in a plan")
     ok = text.replace("energy:\n", "energy:\n  node:\n    ipmi: {host: bmc, user: admin}\n    period_s: 2\n", 1)
     assert plan_from_text(ok, "p.yaml").energy.node.period_s == 2.0
+
+
+def test_doctor_with_a_plan_probes_its_node_meter_on_the_emulator(tmp_path, bmc, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from gcbench.cli import app
+
+    text = (Path(__file__).resolve().parents[2] / "plans" / "smoke.yaml").read_text()
+    node_yaml = (
+        f"  node:\n    ipmi: {{host: 127.0.0.1, port: {bmc.port}, user: gcbench, password_env: GCB_TEST_BMC_PW}}\n"
+    )
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(text.replace("energy:\n", "energy:\n" + node_yaml, 1))
+    monkeypatch.setenv("GCB_TEST_BMC_PW", PASSWORD)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    res = CliRunner().invoke(app, ["doctor", "--json", "--plan", str(plan), "--rapl-root", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    nd = json.loads(res.stdout)["node"]
+    assert nd["ok"] and nd["how"] == "sensor:Node Power" and nd["power_w"] == 250.0
+    res = CliRunner().invoke(app, ["doctor", "--plan", str(plan), "--rapl-root", str(tmp_path)])
+    assert "ok  node (BMC)    ipmi sensor:Node Power: 250 W now, read every 1 s" in res.output
+    monkeypatch.delenv("GCB_TEST_BMC_PW")
+    res = CliRunner().invoke(app, ["doctor", "--plan", str(plan), "--rapl-root", str(tmp_path)])
+    assert "NO  node (BMC)    environment variable GCB_TEST_BMC_PW is not set" in res.output
