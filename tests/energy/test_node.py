@@ -288,3 +288,43 @@ def test_doctor_with_a_plan_probes_its_node_meter_on_the_emulator(tmp_path, bmc,
     monkeypatch.delenv("GCB_TEST_BMC_PW")
     res = CliRunner().invoke(app, ["doctor", "--plan", str(plan), "--rapl-root", str(tmp_path)])
     assert "NO  node (BMC)    environment variable GCB_TEST_BMC_PW is not set" in res.output
+
+
+def test_a_trial_with_a_node_meter_stores_node_energy_as_its_kwh_basis(tmp_path, bmc):
+    """The whole path: plan -> spec -> ``python -m gcbench.trial`` (the password only in
+    the environment) -> result.json with the node figure, energy_kwh from it alone."""
+    import json
+    import sys
+
+    from gcbench.plan import expand, plan_from_text
+
+    plan = (
+        "name: nodetest\nwindow: {seconds: 3.0}\n"
+        "energy:\n  backend: simulated\n  node:\n"
+        f"    ipmi: {{host: 127.0.0.1, port: {bmc.port}, user: gcbench, password_env: GCB_TEST_BMC_PW}}\n"
+        "    period_s: 0.5\n"
+        "workloads: [{name: noop, kind: noop}]\n"
+    )
+    spec = expand(plan_from_text(plan))[0]
+    assert PASSWORD not in spec.to_json()
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    out = tmp_path / "out"
+    env = {**os.environ, "GCB_TEST_BMC_PW": PASSWORD}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gcbench.trial", str(tmp_path / "spec.json"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    main, m = result["energy"]["main"], result["metrics"]
+    assert main["node"]["method"] == "ipmi-node-power-integration"
+    assert main["node_energy_j"] == pytest.approx(250.0 * main["duration_s"], rel=1e-9)
+    assert m["energy_scope"] == "node" and m["energy_kwh"] == pytest.approx(main["node_energy_j"] / 3.6e6)
+    assert m["node_energy_j"] == main["node_energy_j"]
+    assert result["environment"]["node"]["how"] == "sensor:Node Power"
+    rows = [ln for ln in (out / "samples.csv").read_text().splitlines() if ",node,ipmi," in ln]
+    assert len(rows) >= 6 and all(",250.000," in ln for ln in rows)
+    assert PASSWORD not in (out / "result.json").read_text()
