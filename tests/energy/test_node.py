@@ -328,3 +328,28 @@ def test_a_trial_with_a_node_meter_stores_node_energy_as_its_kwh_basis(tmp_path,
     rows = [ln for ln in (out / "samples.csv").read_text().splitlines() if ",node,ipmi," in ln]
     assert len(rows) >= 6 and all(",250.000," in ln for ln in rows)
     assert PASSWORD not in (out / "result.json").read_text()
+
+
+def test_meter_flags_a_node_figure_below_the_measured_cpu_it_contains(tmp_path, bmc):
+    """A fake RAPL tree counting 400 W beside a BMC reading 250 W: impossible for a whole
+    node (it contains the CPU), so the window is flagged node_below_parts. (GPU figures
+    of the simulated device are never compared: a model.)"""
+    root = tmp_path / "powercap" / "intel-rapl:0"
+    root.mkdir(parents=True)
+    (root / "name").write_text("package-0\n")
+    (root / "max_energy_range_uj").write_text("262143328850\n")
+    (root / "energy_uj").write_text("0\n")
+    settings = EnergySettings(
+        backend="simulated", rapl_root=str(tmp_path / "powercap"), node=bmc.settings(period_s=0.5)
+    )
+    m = Meter(settings, [0], tmp_path / "s.csv", seed=1, env={**os.environ, "GCB_TEST_BMC_PW": PASSWORD})
+    m.start()
+    m.begin_window("main")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 2.5:  # the CPU counter runs at 400 W
+        (root / "energy_uj").write_text(f"{int(400e6 * (time.monotonic() - t0))}\n")
+        time.sleep(0.02)
+    m.end_window("main")
+    r = m.stop()["main"]
+    assert r.cpu_energy_j is not None and r.node_energy_j is not None
+    assert r.node_energy_j < r.cpu_energy_j and "node_below_parts" in r.flags

@@ -601,6 +601,11 @@ class Meter:
             # cpu_reason is None only when every domain's energy is known
             cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
             node_dev = self._node_energy(series, a, b)
+            # the node contains its GPUs and CPUs: a node figure below their measured energy (a
+            # simulated GPU's model is never compared) reads the wrong sensor
+            parts_j = (0.0 if simulated else gpu_j or 0.0) + (cpu_j or 0.0)
+            if node_dev and node_dev.energy_j is not None and parts_j > node_dev.energy_j:
+                flags.append("node_below_parts")
             results[key] = EnergyResult(
                 window_start_s=a,
                 window_end_s=b,
