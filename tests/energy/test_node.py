@@ -5,6 +5,7 @@ by ``scripts/system_deps.sh ipmi``. Without them the emulator tests skip, except
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -353,3 +354,72 @@ def test_meter_flags_a_node_figure_below_the_measured_cpu_it_contains(tmp_path, 
     r = m.stop()["main"]
     assert r.cpu_energy_j is not None and r.node_energy_j is not None
     assert r.node_energy_j < r.cpu_energy_j and "node_below_parts" in r.flags
+
+
+# ----------------------------------------------------------------------------- Redfish: sushy-tools
+
+REPO = Path(__file__).resolve().parents[2]
+SUSHY = os.environ.get("GCBENCH_TEST_SUSHY") or shutil.which("sushy-emulator") or ""
+if not SUSHY and (REPO / ".gcbench-test" / "sushy" / "bin" / "sushy-emulator").exists():
+    SUSHY = str(REPO / ".gcbench-test" / "sushy" / "bin" / "sushy-emulator")
+
+
+@pytest.fixture
+def sushy(tmp_path):
+    """sushy-tools' Redfish emulator (fake systems driver) on a free port: its URL."""
+    if not SUSHY:
+        if os.environ.get("GCBENCH_REQUIRE_REDFISH"):
+            pytest.fail("sushy-emulator missing: make test-python installs it in .gcbench-test/sushy")
+        pytest.skip("sushy-emulator absent (make test-python installs it in .gcbench-test/sushy)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "sushy.log", "w")
+    proc = subprocess.Popen(
+        [SUSHY, "--fake", "-i", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    import urllib.request
+
+    while True:
+        try:
+            urllib.request.urlopen(url + "/redfish/v1/", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"sushy-emulator did not answer: {(tmp_path / 'sushy.log').read_text()}") from None
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+def test_redfish_client_walks_the_emulators_chassis_and_says_it_reports_no_power(sushy):
+    """sushy-tools serves a chassis without Power or EnvironmentMetrics: the probe names
+    the chassis it read and why there is no node figure, never a number."""
+    import urllib.request
+
+    chassis = json.loads(urllib.request.urlopen(sushy + "/redfish/v1/Chassis", timeout=5).read())["Members"]
+    path = chassis[0]["@odata.id"]
+    _r, probe = node.probe_settings(NodeSettings(redfish={"url": sushy}), {})
+    assert not probe.ok and probe.power_w is None
+    assert probe.why_not == f"no Redfish chassis reports power: {path}: no EnvironmentMetrics or Power"
+    named = NodeSettings(redfish={"url": sushy, "chassis": path.rsplit("/", 1)[1]})
+    assert node.probe_settings(named, {})[1].why_not.endswith(f"{path}: no EnvironmentMetrics or Power")
+    _r, missing = node.probe_settings(NodeSettings(redfish={"url": sushy, "chassis": "no-such"}), {})
+    assert not missing.ok and "GET /redfish/v1/Chassis/no-such" in missing.why_not
+
+
+def test_redfish_meter_without_power_leaves_node_null_and_the_trial_measured(tmp_path, sushy):
+    m = Meter(EnergySettings(backend="simulated", node={"redfish": {"url": sushy}}), [0], tmp_path / "s.csv", seed=1)
+    with m:
+        m.begin_window("main")
+        time.sleep(0.2)
+        m.end_window("main")
+    r = m.results["main"]
+    assert r.node_energy_j is None and r.node.source == "redfish"
+    assert r.node.reason.startswith("node meter unavailable: no Redfish chassis reports power")
+    assert r.gpu_energy_j is not None
