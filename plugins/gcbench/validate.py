@@ -140,6 +140,11 @@ def check_trial(
                 "CPU energy apportioned: other trials ran on this host during the window "
                 "(RAPL counts the whole socket; see cpu_reason)"
             )
+        elif flag == "node_energy_shared":
+            flags.append(
+                "node energy apportioned: other trials ran on this host during the window "
+                "(the BMC measures the whole node; see the node figure's reason)"
+            )
         elif flag == "node_below_parts":
             flags.append(
                 f"node energy {main.get('node_energy_j') or 0:.1f} J is below the GPU + CPU energy it contains: "
