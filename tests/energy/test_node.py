@@ -213,6 +213,7 @@ def test_node_window_needs_a_reading_within_one_period_of_each_edge():
     late = node.node_window_energy(s, 0.5, 4.5, 1.0)
     assert late.energy_j is None and "none within one period" in late.reason
     assert node.node_window_energy(None, 0, 5, 1.0).reason == "no node readings (the BMC did not answer)"
+    assert node.node_window_energy(None, 0, 5, 1.0, "redfish").source == "redfish"
 
 
 def test_dcmi_answer_of_ipmitool_is_parsed_and_a_deactivated_reading_refused():

@@ -354,7 +354,7 @@ class Meter:
         return {
             "settings": ns.model_dump(mode="json"),
             "how": self.node_probe.how,
-            "password_env": ns.ipmi.password_env if ns.ipmi is not None else ns.redfish.password_env,
+            "password_env": node.password_env(ns),
         }
 
     def _send(self, line: str) -> None:
@@ -645,7 +645,7 @@ class Meter:
                 reason=f"node meter unavailable: {self.node_probe.why_not}",
                 scope="node",
             )
-        return node.node_window_energy(series.get(node.NODE_LABEL), a, b, ns.period_s)
+        return node.node_window_energy(series.get(node.NODE_LABEL), a, b, ns.period_s, self.node_probe.protocol)
 
     # ------------------------------------------------------------------ context, environment
     def __enter__(self) -> Meter:

@@ -31,6 +31,7 @@ The node figure *contains* the GPU, CPU and DRAM figures: it is never added to t
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
 import shutil
@@ -180,7 +181,7 @@ class _Redfish:
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s, context=self.context) as r:
                 return json.loads(r.read().decode("utf-8"))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             raise NodeReadError(f"GET {path}: {exc}") from None
 
 
@@ -385,19 +386,23 @@ class NodePoller:
 # ----------------------------------------------------------------------------- window energy
 
 
-def node_window_energy(series: DeviceSeries | None, start_s: float, end_s: float, period_s: float) -> DeviceEnergy:
+def node_window_energy(
+    series: DeviceSeries | None, start_s: float, end_s: float, period_s: float, protocol: str | None = None
+) -> DeviceEnergy:
     """The node's energy over [start_s, end_s], J: trapezoid of the BMC's readings.
 
     Args:
         series: the node rows of samples.csv (None: none were written).
         period_s: the read period (the BMC's readings are no fresher than this).
+        protocol: ``ipmi`` or ``redfish`` (default: the rows' source).
 
     Returns:
         :class:`DeviceEnergy` with ``scope = node``; ``energy_j`` None, with the reason,
         when the window is shorter than :data:`MIN_PERIODS_PER_WINDOW` periods or the
         readings do not reach within one period of each edge.
     """
-    facts = IPMI_FACTS if series is None or series.source == "ipmi" else REDFISH_FACTS
+    source = protocol or (series.source if series is not None else "ipmi")
+    facts = REDFISH_FACTS if source == "redfish" else IPMI_FACTS
     dev = DeviceEnergy(
         device=NODE_LABEL,
         energy_j=None,
@@ -433,9 +438,16 @@ def node_window_energy(series: DeviceSeries | None, start_s: float, end_s: float
     return dev
 
 
+def password_env(settings: NodeSettings) -> str | None:
+    """The name of the environment variable holding the BMC's password (None: none)."""
+    if settings.ipmi is not None:
+        return settings.ipmi.password_env
+    return settings.redfish.password_env if settings.redfish is not None else None
+
+
 def probe_settings(settings: NodeSettings, env: dict) -> tuple[NodeReader, NodeProbe]:
     """A reader of ``settings`` with its password from ``env``, probed once."""
-    name = settings.ipmi.password_env if settings.ipmi is not None else settings.redfish.password_env  # type: ignore[union-attr]
+    name = password_env(settings)
     password = env.get(name) if name else None
     reader = NodeReader(settings, password)
     if name and password is None:
