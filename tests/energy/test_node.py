@@ -424,3 +424,18 @@ def test_redfish_meter_without_power_leaves_node_null_and_the_trial_measured(tmp
     assert r.node_energy_j is None and r.node.source == "redfish"
     assert r.node.reason.startswith("node meter unavailable: no Redfish chassis reports power")
     assert r.gpu_energy_j is not None
+
+
+def test_a_node_meter_with_the_docker_runner_is_refused_at_its_line():
+    """Trial containers have no network: the BMC cannot be read from them, so the plan says so."""
+    from gcbench.errors import PlanError
+    from gcbench.plan.loader import plan_from_text
+
+    plan = (
+        "name: nodedocker\nrunner: docker\n"
+        "energy:\n  node:\n    ipmi: {host: bmc, user: admin}\n"
+        "workloads: [{name: noop, kind: noop}]\n"
+    )
+    with pytest.raises(PlanError) as err:
+        plan_from_text(plan, "p.yaml")
+    assert str(err.value).startswith("p.yaml:4: energy.node: the node meter reads the BMC from the trial process")
