@@ -109,11 +109,13 @@ class IpmiNodeSettings(BaseModel):
     """The BMC read over IPMI with ``ipmitool`` (``energy.node.ipmi``).
 
     Attributes:
-        host, port: the BMC's address and UDP port (623 is IPMI's).
-        user: the IPMI user.
+        host, port: the BMC's address and UDP port (623 is IPMI's); not for ``open``.
+        user: the IPMI user (not for ``open``).
         password_env: name of the environment variable that holds the password (passed to
-            ``ipmitool -E`` as ``IPMI_PASSWORD``, never on a command line).
-        interface: ``lanplus`` (IPMI 2.0 RMCP+) or ``lan`` (IPMI 1.5).
+            ``ipmitool -E`` as ``IPMI_PASSWORD``, never on a command line; not for ``open``).
+        interface: ``lanplus`` (IPMI 2.0 RMCP+), ``lan`` (IPMI 1.5), or ``open``: the
+            local BMC in band through the kernel's ``/dev/ipmi0`` (root; no network, no
+            password).
         cipher_suite: RMCP+ cipher suite (``ipmitool -C``; 3 is the common one, 17 on newer
             BMCs; None lets ipmitool probe, which costs seconds per read on some BMCs).
         reading: ``dcmi`` (``ipmitool dcmi power reading``), ``sensor`` (an SDR sensor in
@@ -124,11 +126,11 @@ class IpmiNodeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    host: str = Field(min_length=1)
+    host: str | None = Field(default=None, min_length=1)
     port: int = Field(default=623, ge=1, le=65535)
-    user: str = Field(min_length=1)
+    user: str | None = Field(default=None, min_length=1)
     password_env: str = Field(default="IPMI_PASSWORD", pattern=_ENV_NAME)
-    interface: Literal["lanplus", "lan"] = "lanplus"
+    interface: Literal["lanplus", "lan", "open"] = "lanplus"
     cipher_suite: int | None = Field(default=3, ge=0, le=17)
     reading: Literal["auto", "dcmi", "sensor"] = "auto"
     sensor: str | None = None
@@ -137,6 +139,16 @@ class IpmiNodeSettings(BaseModel):
     @classmethod
     def _reject_password(cls, data: Any) -> Any:
         return _no_password(data)
+
+    @model_validator(mode="after")
+    def _address_over_lan(self) -> IpmiNodeSettings:
+        if self.interface == "open" and (self.host or self.user):
+            raise ValueError("interface open reads the local BMC through /dev/ipmi0: no host or user")
+        if self.interface != "open" and not (self.host and self.user):
+            raise ValueError(
+                f"interface {self.interface} needs host and user (interface: open reads the local BMC in band)"
+            )
+        return self
 
 
 class RedfishNodeSettings(BaseModel):

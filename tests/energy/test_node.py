@@ -127,6 +127,17 @@ def test_forced_dcmi_on_a_bmc_without_it_is_unavailable_with_ipmitools_reason(bm
     assert "dcmi power reading failed" in probe.why_not and "Invalid command" in probe.why_not
 
 
+def test_a_named_sensor_the_emulator_lacks_is_the_finding(bmc):
+    s = NodeSettings(
+        ipmi={"host": "127.0.0.1", "port": bmc.port, "user": "gcbench", "password_env": "PW", "sensor": "PSU1 Power"}
+    )
+    _reader, probe = node.probe_settings(s, {"PW": PASSWORD})
+    assert not probe.ok and probe.how is None
+    assert (
+        probe.why_not.startswith("DCMI: ") and "; sensor: ipmitool -c sensor reading PSU1 Power failed" in probe.why_not
+    )
+
+
 def test_wrong_password_and_missing_password_are_findings_not_crashes(bmc):
     _r, probe = node.probe_settings(bmc.settings(), {"GCB_TEST_BMC_PW": "wrong"})
     assert not probe.ok and "failed" in probe.why_not
@@ -439,3 +450,20 @@ def test_a_node_meter_with_the_docker_runner_is_refused_at_its_line():
     with pytest.raises(PlanError) as err:
         plan_from_text(plan, "p.yaml")
     assert str(err.value).startswith("p.yaml:4: energy.node: the node meter reads the BMC from the trial process")
+
+
+def test_in_band_ipmi_needs_no_address_or_password_and_says_why_without_dev_ipmi0():
+    """interface: open reads the local BMC through /dev/ipmi0 (the real ipmitool; this
+    machine has no BMC device, so the probe says ipmitool's reason)."""
+    s = NodeSettings(ipmi={"interface": "open"})
+    assert node.ipmitool_argv(s.ipmi, "dcmi", "power", "reading")[1:] == ["-I", "open", "dcmi", "power", "reading"]
+    assert node.password_env(s) is None
+    with pytest.raises(ValueError, match="interface lanplus needs host and user"):
+        NodeSettings(ipmi={"host": "bmc"})
+    with pytest.raises(ValueError, match="no host or user"):
+        NodeSettings(ipmi={"interface": "open", "host": "bmc"})
+    if not HAVE_IPMI or Path("/dev/ipmi0").exists():
+        return  # the probe's reason below is that of a machine without the device
+    _r, probe = node.probe_settings(s, {})
+    assert not probe.ok and probe.why_not.startswith("DCMI: ipmitool dcmi power reading failed")
+    assert "; sensor: ipmitool -c sdr list full failed" in probe.why_not and "/dev/ipmi0" in probe.why_not

@@ -6,7 +6,8 @@ The node meter reads it over one of two protocols, in a thread of the sampling p
 (:mod:`gcbench.energy.sampler`) every ``period_s``, so a slow or hung BMC never delays
 the GPU's reads:
 
-* **IPMI** with ``ipmitool`` (argument lists, never a shell; the password passed in the
+* **IPMI** with ``ipmitool`` over the LAN or in band (``interface: open``, the kernel's
+  ``/dev/ipmi0``) (argument lists, never a shell; the password passed in the
   ``IPMI_PASSWORD`` environment variable of ``ipmitool -E``, never on a command line):
   DCMI's power reading (``ipmitool dcmi power reading``: "Instantaneous power reading:
   N Watts", DCMI 1.5 section 6.6.1, Get Power Reading), or an SDR sensor whose unit is
@@ -93,7 +94,11 @@ class NodeReadError(Exception):
 def ipmitool_argv(s: IpmiNodeSettings, *command: str, timeout_s: float = 5.0) -> list[str]:
     """The ``ipmitool`` argument list for ``command`` on the BMC of ``s`` (``-E``: the
     password comes from ``IPMI_PASSWORD`` in the environment, never the command line)."""
-    argv = [shutil.which("ipmitool") or "ipmitool", "-I", s.interface, "-H", s.host, "-p", str(s.port)]
+    tool = shutil.which("ipmitool") or "ipmitool"
+    if s.interface == "open":  # the local BMC in band (/dev/ipmi0): no address, no password
+        return [tool, "-I", "open", *command]
+    assert s.host is not None and s.user is not None  # IpmiNodeSettings requires them over a LAN
+    argv = [tool, "-I", s.interface, "-H", s.host, "-p", str(s.port)]
     argv += ["-U", s.user, "-E", "-N", str(max(1, int(round(timeout_s / 2)))), "-R", "1"]
     if s.interface == "lanplus" and s.cipher_suite is not None:
         argv += ["-C", str(s.cipher_suite)]
@@ -297,27 +302,28 @@ class NodeReader:
                     self.how = "dcmi"
                     return NodeProbe(True, "ipmi", "dcmi", self.read_w())
                 except NodeReadError as exc:
+                    self.how = None
                     if s.reading == "dcmi":
                         raise
                     errors.append(f"DCMI: {exc}")
-            name = s.sensor
-            if name is None:
-                found = watts_sensors(self._ipmi("-c", "sdr", "list", "full"))
-                if len(found) != 1:
-                    raise NodeReadError(
-                        "; ".join(errors)
-                        + ("; " if errors else "")
-                        + (
+            try:
+                name = s.sensor
+                if name is None:
+                    found = watts_sensors(self._ipmi("-c", "sdr", "list", "full"))
+                    if len(found) != 1:
+                        raise NodeReadError(
                             f"the BMC has {len(found)} sensors in watts ({', '.join(found)}): name one as sensor"
                             if found
                             else "the BMC has no sensor in watts"
                         )
-                    )
-                name = found[0]
-            self.how = f"sensor:{name}"
-            return NodeProbe(True, "ipmi", self.how, self.read_w())
+                    name = found[0]
+                self.how = f"sensor:{name}"
+                return NodeProbe(True, "ipmi", self.how, self.read_w())
+            except NodeReadError as exc:
+                self.how = None
+                raise NodeReadError("; ".join([*errors, f"sensor: {exc}"])) from None
         except NodeReadError as exc:
-            return NodeProbe(False, self.protocol, self.how, None, str(exc))
+            return NodeProbe(False, self.protocol, None, None, str(exc))
 
     def read_w(self) -> float:
         """The node's power now, W.
@@ -439,9 +445,10 @@ def node_window_energy(
 
 
 def password_env(settings: NodeSettings) -> str | None:
-    """The name of the environment variable holding the BMC's password (None: none)."""
+    """The name of the environment variable holding the BMC's password (None: none, as
+    in band through ``interface: open``)."""
     if settings.ipmi is not None:
-        return settings.ipmi.password_env
+        return None if settings.ipmi.interface == "open" else settings.ipmi.password_env
     return settings.redfish.password_env if settings.redfish is not None else None
 
 
