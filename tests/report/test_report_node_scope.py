@@ -18,6 +18,7 @@ def _node_data(node_w_per_gpu_w: float = 1.6, pue: float | None = 1.5):
     t["node_energy_j"] = t["gpu_energy_j"] * node_w_per_gpu_w + 500.0
     t["energy_kwh"] = t["node_energy_j"] / 3.6e6
     t["energy_scope"] = "node"
+    t["node_method"] = "ipmi-node-power-integration"
     if pue is not None:
         data.plan["carbon"]["pue"] = pue
     return data
@@ -36,6 +37,9 @@ def test_node_metered_co2e_is_the_node_figure_alone_and_facility_is_times_pue():
     assert ct["facility_energy_kwh"] == pytest.approx(ct["energy_kwh"] * 1.5)
     assert ct["facility_co2e_kg"] == pytest.approx(ct["co2e_kg"] * 1.5)
     assert a.measurement.energy_basis == SCOPE_WORDS["node"]
+    row = next(m for m in a.measurement.methods if m["role"] == "node")
+    assert row["method"] == "ipmi-node-power-integration" and row["trials"] == int((t["status"] == "ok").sum())
+    assert row["description"].endswith("covers the whole node at its BMC (GPU, CPU, memory and the rest)")
 
 
 def test_node_metered_trial_with_unknown_node_energy_stays_unknown_not_gpu_plus_cpu():
@@ -55,6 +59,7 @@ def test_rendered_report_states_the_scopes_and_the_facility_figure(tmp_path):
     md = paths.markdown.read_text(encoding="utf-8")
     assert f"Energy adds up: {SCOPE_WORDS['node']}." in md
     assert "Facility energy (total x the plan's PUE of 1.5, an assumed overhead, not measured):" in md
+    assert "ipmi-node-power-integration" in md  # the methods table has the node meter's row
     html = paths.html.read_text(encoding="utf-8")
     assert "Energy adds up: node (the BMC" in html and "PUE of 1.5" in html
 
