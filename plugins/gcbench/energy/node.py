@@ -10,7 +10,7 @@ the GPU's reads:
   ``/dev/ipmi0``) (argument lists, never a shell; the password passed in the
   ``IPMI_PASSWORD`` environment variable of ``ipmitool -E``, never on a command line):
   DCMI's power reading (``ipmitool dcmi power reading``: "Instantaneous power reading:
-  N Watts", DCMI 1.5 section 6.6.1, Get Power Reading), or an SDR sensor whose unit is
+  N Watts": DCMI 1.5's Get Power Reading command), or an SDR sensor whose unit is
   watts (``ipmitool -c sensor reading NAME``), where the BMC has no DCMI (OpenIPMI's
   ``ipmi_sim`` has none: the emulator the tests read answers DCMI with "Invalid command",
   and the sensor path is what they measure through).
