@@ -41,9 +41,10 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 # Debian packages the tests need (Go for the Go tokenizer, Chromium for the UI tests,
-# pdflatex with booktabs for the paper table's LaTeX test).
+# pdflatex with booktabs for the paper table's LaTeX test, ipmitool and OpenIPMI's ipmi_sim
+# for the node meter's tests against an emulated BMC).
 system-deps:
-	@bash scripts/system_deps.sh go cargo chromium latex
+	@bash scripts/system_deps.sh go cargo chromium latex ipmi
 
 demo: setup
 	@bash scripts/system_deps.sh go cargo
@@ -62,8 +63,18 @@ test: setup system-deps
 	$(MAKE) test-native
 	$(MAKE) test-python
 
-test-python: setup $(BENCH_STAMP) examples
-	$(PY) -m pytest -q -p no:cacheprovider
+# The Redfish emulator sushy-tools (PyPI) in a venv of its own (its Flask would move Airflow's
+# pins): the node meter's Redfish client is read against it (GCBENCH_TEST_SUSHY). It serves
+# chassis but no power readings; the tests check that GC-Bench says so.
+SUSHY_VENV := .gcbench-test/sushy
+SUSHY_VERSION ?= 2.2.0
+$(SUSHY_VENV)/bin/sushy-emulator:
+	rm -rf $(SUSHY_VENV)
+	$(PYTHON) -m venv $(SUSHY_VENV)
+	$(SUSHY_VENV)/bin/pip install -q "sushy-tools==$(SUSHY_VERSION)"
+
+test-python: setup $(BENCH_STAMP) examples $(SUSHY_VENV)/bin/sushy-emulator
+	GCBENCH_TEST_SUSHY=$(abspath $(SUSHY_VENV))/bin/sushy-emulator $(PY) -m pytest -q -p no:cacheprovider
 
 test-native:
 	@if [ -d native/go ]; then cd native/go && go test ./...; fi

@@ -4,13 +4,16 @@
 #   scripts/system_deps.sh go cargo chromium  plus Chromium (the UI tests)
 #   scripts/system_deps.sh latex              pdflatex and booktabs (the paper table's LaTeX test;
 #                                             about 150 MB installed, no fonts beyond Latin Modern)
+#   scripts/system_deps.sh ipmi               ipmitool and OpenIPMI's ipmi_sim BMC emulator (the node
+#                                             meter's tests read a real emulated BMC; about 5 MB)
 set -euo pipefail
-declare -A binary=([go]=go [cargo]=cargo [chromium]=chromium [latex]=pdflatex)
+declare -A binary=([go]=go [cargo]=cargo [chromium]=chromium [latex]=pdflatex [ipmi]=ipmitool)
 declare -A package=([go]=golang-go [cargo]=cargo [chromium]=chromium
-                    [latex]="texlive-latex-base texlive-latex-recommended")
-present() {  # $1: what; true when its binary (and, for latex, booktabs.sty) is there
+                    [latex]="texlive-latex-base texlive-latex-recommended" [ipmi]="ipmitool openipmi")
+present() {  # $1: what; true when its binary (and, for latex, booktabs.sty; for ipmi, ipmi_sim) is there
   command -v "${binary[$1]}" >/dev/null 2>&1 || return 1
   if [ "$1" = latex ]; then kpsewhich booktabs.sty >/dev/null 2>&1 || return 1; fi
+  if [ "$1" = ipmi ]; then command -v ipmi_sim >/dev/null 2>&1 || return 1; fi
 }
 need=()
 for what in "${@:-go}"; do

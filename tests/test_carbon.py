@@ -45,3 +45,39 @@ def test_band_must_contain_the_central_intensity():
         CarbonIntensity(0.5, 0.1, 0.3)
     with pytest.raises(ValueError, match=">= 0"):
         CarbonIntensity(-0.1, -0.2, 0.3)
+
+
+def test_scope_rule_node_alone_else_module_else_gpu_plus_cpu():
+    from gcbench.carbon import energy_total
+
+    # a node figure contains its parts: the total is the node, never node + GPU + CPU
+    t = energy_total(1000.0, 200.0, None, 1500.0, node_metered=True)
+    assert (t.energy_j, t.scope) == (1500.0, "node") and "never added" in t.adds_up
+    unknown = energy_total(1000.0, 200.0, None, None, node_metered=True)
+    assert unknown.energy_j is None and unknown.scope == "node" and unknown.reason
+    assert energy_total(None, None, 900.0).energy_j == 900.0  # module: the CPU is inside it
+    assert (energy_total(1000.0, 200.0).energy_j, energy_total(1000.0, 200.0).scope) == (1200.0, "gpu+cpu")
+    assert (energy_total(1000.0, None).energy_j, energy_total(1000.0, None).scope) == (1000.0, "gpu")
+    assert energy_total(None, 200.0).energy_j is None
+
+
+def test_pue_multiplies_facility_energy_explicitly_and_leaves_the_measured_figures():
+    from gcbench.carbon import facility_energy_j, trial_co2e
+
+    assert facility_energy_j(3.6e6, 1.4) == pytest.approx(5.04e6)
+    assert facility_energy_j(3.6e6, None) is None and facility_energy_j(None, 1.4) is None
+    with pytest.raises(ValueError, match="PUE must be >= 1"):
+        facility_energy_j(1.0, 0.9)
+    out = trial_co2e(2.0, {"intensity_kg_per_kwh": 0.2, "band": [0.1, 0.3], "pue": 1.25}, None)
+    assert out["co2e_kg"] == pytest.approx(0.4)  # measured energy x intensity, unscaled
+    assert out["facility_energy_kwh"] == pytest.approx(2.5) and out["facility_energy_j"] == pytest.approx(9.0e6)
+    assert out["facility_co2e_kg"] == pytest.approx(0.5) and out["pue"] == 1.25
+    assert "facility_energy_j" not in trial_co2e(2.0, {"intensity_kg_per_kwh": 0.2, "band": [0.1, 0.3]}, None)
+
+
+def test_plan_pue_below_one_names_the_field():
+    from gcbench.plan.schema import CarbonSettings
+
+    with pytest.raises(ValueError, match="pue"):
+        CarbonSettings(pue=0.8)
+    assert CarbonSettings().pue is None

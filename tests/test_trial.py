@@ -162,3 +162,24 @@ def test_trial_records_progress_and_stability_of_its_window(tmp_path):
     ]
     assert max(gpu_t) >= window["end_s"] + 1.07
     assert result["energy"]["main"]["gpu"][0]["cross_check_verdict"] == "ok"
+
+
+def test_derive_metrics_with_a_node_meter_takes_the_node_figure_alone_for_kwh():
+    """The node figure contains GPU, CPU and DRAM: energy_kwh (the CO2e basis) is the node's,
+    never node + parts; total_energy_j stays GPU + CPU, as its name says."""
+    node = {"device": "node", "energy_j": 1500.0, "method": "ipmi-node-power-integration", "scope": "node"}
+    main = {"duration_s": 2.0, "gpu_energy_j": 600.0, "cpu_energy_j": 100.0, "gpu": [], "node": node}
+    m = derive_metrics({}, {"main": {**main, "node_energy_j": 1500.0}}, {})
+    assert m["energy_scope"] == "node" and m["node_energy_j"] == 1500.0
+    assert m["energy_kwh"] == pytest.approx(1500.0 / 3.6e6)
+    assert m["total_energy_j"] == 700.0 and m["node_method"] == "ipmi-node-power-integration"
+    lost = {**node, "energy_j": None, "reason": "too few BMC readings: ..."}
+    m = derive_metrics({}, {"main": {**main, "node": lost, "node_energy_j": None}}, {})
+    assert m["energy_kwh"] is None and m["energy_scope"] == "node"  # never the parts in the node's place
+    assert m["node_reason"] == "too few BMC readings: ..."
+
+
+def test_derive_metrics_of_a_module_counter_is_module_energy():
+    main = {"duration_s": 2.0, "gpu_energy_j": None, "cpu_energy_j": None, "module_energy_j": 900.0, "gpu": []}
+    m = derive_metrics({}, {"main": main}, {})
+    assert m["energy_scope"] == "module" and m["energy_kwh"] == pytest.approx(900.0 / 3.6e6)

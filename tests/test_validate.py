@@ -282,3 +282,19 @@ def test_group_of_two_with_a_stalled_twin_is_inconclusive_as_stored_and_reported
     assert groups["n"].inconclusive and not groups["m"].inconclusive
     assert groups["n"].n_valid == 2 and "10.0x apart" in groups["n"].inconclusive_reason
     assert "2 in groups whose twins disagree" in analysis.measurement.stability
+
+
+def test_node_figure_below_its_gpu_and_cpu_parts_is_flagged_and_unknown_node_energy_is_said():
+    """A node meter's figure contains its GPUs and CPUs: below them, the BMC reads part of the
+    node only; unknown node energy keeps the trial valid (GPU and CPU stand) and says why."""
+    r = result(flags=["node_below_parts"])
+    r["energy"]["main"].update(node={"device": "node", "energy_j": 450.0}, node_energy_j=450.0)
+    v = check_trial(r, "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert v.valid and v.flags == [
+        "node energy 450.0 J is below the GPU + CPU energy it contains: the BMC's sensor may cover part "
+        "of the node only (one power supply of two?)"
+    ]
+    r = result()
+    r["energy"]["main"].update(node={"device": "node", "energy_j": None, "reason": "too few BMC readings: x"})
+    v = check_trial(r, "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert v.valid and v.flags == ["node energy unknown: too few BMC readings: x"]

@@ -27,6 +27,12 @@ the study's 0.10-0.30 around 0.20). Intensities are *average* (location-based) u
 plan says ``intensity_kind: marginal`` for a series that is one; the kind is stored with
 every figure and one plan never mixes the two (CodeCarbon's tables are average).
 
+What a total adds up (:func:`energy_total`, the one scope rule): the node meter's figure
+when the plan has one (it contains GPU, CPU and DRAM: never added to them), else a
+superchip's module figure, else GPU + CPU (package and DRAM). A plan's ``pue`` multiplies
+that total into a facility figure of its own (:func:`facility_energy_j`), never into the
+measured ones.
+
 Standard library only (the report and the DAG processor use it freely); the place table
 and series files are read once per process and cached.
 """
@@ -143,6 +149,82 @@ def co2e_from_joules(energy_j: float | None, intensity: CarbonIntensity = STUDY_
         kg_co2e_high=kg_co2e(kwh, intensity.high_kg_per_kwh),
         intensity_kg_per_kwh=intensity.kg_per_kwh,
     )
+
+
+SCOPE_WORDS = {
+    "node": "node (the BMC's whole-node power: contains GPU, CPU and DRAM, never added to them)",
+    "module": "module (a superchip's GPU + CPU + memory counter; the CPU figure is inside it)",
+    "gpu+cpu": "GPU + CPU (CPU package and DRAM counters)",
+    "gpu": "GPU only (CPU energy unknown)",
+}
+"""What each total scope adds up, in words (the report states it beside every total)."""
+
+
+@dataclass(frozen=True)
+class EnergyTotal:
+    """The trial's total energy by the scope rule (:func:`energy_total`).
+
+    Attributes:
+        energy_j: the total, J; None when unknown.
+        scope: ``node``, ``module``, ``gpu+cpu`` or ``gpu`` (None when unknown).
+        reason: why it is unknown (None when known).
+    """
+
+    energy_j: float | None
+    scope: str | None
+    reason: str | None = None
+
+    @property
+    def adds_up(self) -> str | None:
+        """What the total adds up, in words (:data:`SCOPE_WORDS`)."""
+        return SCOPE_WORDS.get(self.scope or "")
+
+
+def energy_total(
+    gpu_energy_j: float | None,
+    cpu_energy_j: float | None,
+    module_energy_j: float | None = None,
+    node_energy_j: float | None = None,
+    *,
+    node_metered: bool = False,
+) -> EnergyTotal:
+    """The one scope rule of a trial's total energy, J.
+
+    * a node meter in the plan (``node_metered``): the node figure alone, whatever the
+      parts say: the BMC measures the whole node, GPU, CPU and DRAM included, so adding
+      them would count them twice. Unknown node energy is an unknown total (with the
+      reason), never a fallback to the parts, so one plan's totals never mix scopes.
+    * else a superchip module counter: the module figure (GPU + CPU + memory; the CPU
+      figure is inside it and never added).
+    * else GPU + CPU (RAPL/hwmon package and DRAM), or GPU alone when the CPU is unknown
+      (scope ``gpu``: the report says so).
+    """
+    if node_metered:
+        if node_energy_j is None:
+            return EnergyTotal(None, "node", "node energy unknown (see the node figure's reason)")
+        return EnergyTotal(node_energy_j, "node")
+    if module_energy_j is not None:
+        return EnergyTotal(module_energy_j, "module")
+    if gpu_energy_j is None:
+        return EnergyTotal(None, None, "GPU energy unknown")
+    if cpu_energy_j is None:
+        return EnergyTotal(gpu_energy_j, "gpu")
+    return EnergyTotal(gpu_energy_j + cpu_energy_j, "gpu+cpu")
+
+
+def facility_energy_j(total_energy_j: float | None, pue: float | None) -> float | None:
+    """Facility energy = total (IT) energy x PUE, J: the plan's ``carbon.pue`` (Power Usage
+    Effectiveness, facility energy / IT energy, ISO/IEC 30134-2), applied explicitly and
+    shown as its own figure; None without a PUE or a total.
+
+    Raises:
+        ValueError: a PUE below 1 (a facility cannot draw less than its IT load).
+    """
+    if pue is None or total_energy_j is None:
+        return None
+    if pue < 1.0:
+        raise ValueError(f"PUE must be >= 1, got {pue}")
+    return total_energy_j * pue
 
 
 def total_energy_j(gpu_energy_j: float | None, cpu_energy_j: float | None) -> float | None:
@@ -409,7 +491,10 @@ def trial_co2e(
     (kgCO2e; None when the energy or the intensity is unknown), ``carbon_intensity_kg_per_kwh``
     and its band ``carbon_intensity_low_kg_per_kwh``/``_high_`` (kgCO2e/kWh),
     ``carbon_intensity_source`` and ``carbon_intensity_kind`` (text), and
-    ``co2e_reason`` (text) when there is no CO2e. kgCO2e = kWh x intensity."""
+    ``co2e_reason`` (text) when there is no CO2e. kgCO2e = kWh x intensity. With a
+    ``pue`` in the carbon settings, also ``pue``, ``facility_energy_j`` and
+    ``facility_energy_kwh`` (energy x PUE) and ``facility_co2e_kg`` (CO2e x PUE): the
+    facility's overhead as figures of their own, the measured ones unscaled."""
     window = window_utc(result or {}) if carbon and carbon.get("series") else None
     w = window_intensity(carbon, *(window or (None, None)))
     out: dict[str, Any] = {
@@ -427,6 +512,14 @@ def trial_co2e(
             out["co2e_kg_high"] = kg_co2e(energy_kwh, w.high_kg_per_kwh)
     if w.reason:
         out["co2e_reason"] = w.reason
+    pue = carbon.get("pue") if carbon else None
+    if pue is not None:
+        # facility overhead, explicit and apart: the measured (IT) figures are never scaled
+        out["pue"] = float(pue)
+        fac = facility_energy_j(energy_kwh * J_PER_KWH if energy_kwh is not None else None, float(pue))
+        out["facility_energy_j"] = fac
+        out["facility_energy_kwh"] = fac / J_PER_KWH if fac is not None else None
+        out["facility_co2e_kg"] = out["co2e_kg"] * float(pue) if out["co2e_kg"] is not None else None
     return out
 
 
@@ -438,6 +531,10 @@ __all__ = [
     "kg_co2e",
     "co2e_from_joules",
     "total_energy_j",
+    "energy_total",
+    "EnergyTotal",
+    "SCOPE_WORDS",
+    "facility_energy_j",
     "INTENSITY_KINDS",
     "PlaceIntensity",
     "places",

@@ -232,14 +232,20 @@ def report_cmd(
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     rapl_root: str = typer.Option("/sys/class/powercap", help="powercap tree to probe for RAPL."),
+    plan: Path | None = typer.Option(None, "--plan", help="Also probe this plan's node meter (energy.node)."),
 ) -> None:
-    """What this machine can measure (NVML, nvidia-smi, RAPL, Docker, GPU mapping) and why not,
-    and the workload kinds installed here (entry-point group gcbench.workloads)."""
+    """What this machine can measure (NVML, nvidia-smi, RAPL, the node's BMC, Docker, GPU
+    mapping) and why not, and the workload kinds installed here (entry-point group gcbench.workloads)."""
     from gcbench import kinds
     from gcbench.energy import doctor
 
     say_database()
-    findings = doctor.diagnose(rapl_root=rapl_root)
+    node_settings = None
+    if plan is not None:
+        from gcbench.plan.loader import load_plan
+
+        node_settings = load_plan(plan).energy.node  # PlanError: file, line, field (the CLI's one line)
+    findings = doctor.diagnose(rapl_root=rapl_root, node_settings=node_settings)
     try:
         installed: dict[str, object] = {
             name: {"description": k.description, "unit": k.unit} for name, k in kinds.registry().items()

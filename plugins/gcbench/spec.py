@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 Scalar = str | int | float | bool | None
 
@@ -92,6 +92,116 @@ class Amount(BaseModel):
     until_stable: StableWarmup | None = None
 
 
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _no_password(data: Any) -> Any:
+    """A password never goes in a plan (plans are committed, hashed and shown): it is read
+    from the environment variable named by ``password_env``."""
+    if isinstance(data, dict) and "password" in data:
+        raise ValueError(
+            "a password never goes in a plan: set password_env to the name of an environment variable holding it"
+        )
+    return data
+
+
+class IpmiNodeSettings(BaseModel):
+    """The BMC read over IPMI with ``ipmitool`` (``energy.node.ipmi``).
+
+    Attributes:
+        host, port: the BMC's address and UDP port (623 is IPMI's); not for ``open``.
+        user: the IPMI user (not for ``open``).
+        password_env: name of the environment variable that holds the password (passed to
+            ``ipmitool -E`` as ``IPMI_PASSWORD``, never on a command line; not for ``open``).
+        interface: ``lanplus`` (IPMI 2.0 RMCP+), ``lan`` (IPMI 1.5), or ``open``: the
+            local BMC in band through the kernel's ``/dev/ipmi0`` (root; no network, no
+            password).
+        cipher_suite: RMCP+ cipher suite (``ipmitool -C``; 3 is the common one, 17 on newer
+            BMCs; None lets ipmitool probe, which costs seconds per read on some BMCs).
+        reading: ``dcmi`` (``ipmitool dcmi power reading``), ``sensor`` (an SDR sensor in
+            watts, ``ipmitool sensor reading``), or ``auto`` (DCMI, else the one watts sensor).
+        sensor: the SDR sensor's name (``reading: sensor``; ``auto`` needs it when the BMC
+            has more than one watts sensor).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str | None = Field(default=None, min_length=1)
+    port: int = Field(default=623, ge=1, le=65535)
+    user: str | None = Field(default=None, min_length=1)
+    password_env: str = Field(default="IPMI_PASSWORD", pattern=_ENV_NAME)
+    interface: Literal["lanplus", "lan", "open"] = "lanplus"
+    cipher_suite: int | None = Field(default=3, ge=0, le=17)
+    reading: Literal["auto", "dcmi", "sensor"] = "auto"
+    sensor: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_password(cls, data: Any) -> Any:
+        return _no_password(data)
+
+    @model_validator(mode="after")
+    def _address_over_lan(self) -> IpmiNodeSettings:
+        if self.interface == "open" and (self.host or self.user):
+            raise ValueError("interface open reads the local BMC through /dev/ipmi0: no host or user")
+        if self.interface != "open" and not (self.host and self.user):
+            raise ValueError(
+                f"interface {self.interface} needs host and user (interface: open reads the local BMC in band)"
+            )
+        return self
+
+
+class RedfishNodeSettings(BaseModel):
+    """The BMC read over Redfish (``energy.node.redfish``): ``Chassis/<id>/Power``
+    (``PowerControl[].PowerConsumedWatts``) or, in the newer model, the chassis'
+    ``EnvironmentMetrics`` (``PowerWatts.Reading``) beside its ``PowerSubsystem``.
+
+    Attributes:
+        url: the service root's scheme, host and port (``https://bmc.example:443``).
+        chassis: the chassis id (None: the first chassis that reports power).
+        user, password_env: HTTP basic authentication; the password is read from the
+            environment variable named ``password_env``.
+        verify_tls: check the BMC's TLS certificate.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(pattern=r"^https?://[^/\s]+/?$")
+    chassis: str | None = None
+    user: str | None = None
+    password_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    verify_tls: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_password(cls, data: Any) -> Any:
+        return _no_password(data)
+
+
+class NodeSettings(BaseModel):
+    """The optional node meter: whole-node power from the BMC (``energy.node``), read at its
+    own slow period beside the GPU and CPU backends (:mod:`gcbench.energy.node`).
+
+    Attributes:
+        ipmi, redfish: exactly one of them.
+        period_s: how often the BMC is read, s (BMCs update about every second or slower).
+        timeout_s: how long one read may take, s.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ipmi: IpmiNodeSettings | None = None
+    redfish: RedfishNodeSettings | None = None
+    period_s: float = Field(default=1.0, ge=0.2, le=60)
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+    @model_validator(mode="after")
+    def _one_protocol(self) -> NodeSettings:
+        if (self.ipmi is None) == (self.redfish is None):
+            raise ValueError("give exactly one of ipmi or redfish")
+        return self
+
+
 class EnergySettings(BaseModel):
     """How a trial measures energy.
 
@@ -113,6 +223,7 @@ class EnergySettings(BaseModel):
         codecarbon: also run a CodeCarbon tracker over the main window, where the
             optional ``codecarbon`` package is installed, and store its estimate
             beside the direct measurement (``codecarbon_energy_j``, ``codecarbon_rel_error``).
+        node: the optional node meter (:class:`NodeSettings`; None: no node figure).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -126,6 +237,7 @@ class EnergySettings(BaseModel):
     cooldown_temp_c: float = Field(default=50.0, gt=0, le=120)
     rapl_root: str = "/sys/class/powercap"
     codecarbon: bool = False
+    node: NodeSettings | None = None
 
 
 class TrialSpec(BaseModel):
@@ -185,6 +297,8 @@ class TrialSpec(BaseModel):
                 data[key].pop("until_stable", None)
         if data.get("program") is None:
             data.pop("program", None)
+        if isinstance(data.get("energy"), dict) and data["energy"].get("node") is None:
+            data["energy"].pop("node", None)  # specs written before the node meter keep their ids
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def compute_id(self) -> str:

@@ -31,9 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gcbench.carbon import energy_total
 from gcbench.errors import SkipTrial, TrialError
 from gcbench.spec import TrialSpec
-from gcbench.units import bytes_to_gb
+from gcbench.units import bytes_to_gb, j_to_kwh
 
 if TYPE_CHECKING:
     from gcbench.codecarbon_compare import CodeCarbonResult
@@ -461,15 +462,23 @@ def derive_metrics(
     m["gpu_energy_j"] = gpu_j
     m["cpu_energy_j"] = cpu_j
     m["total_energy_j"] = gpu_j + cpu_j if gpu_j is not None and cpu_j is not None else None
-    m["energy_scope"] = "gpu+cpu" if m["total_energy_j"] is not None else "gpu" if gpu_j is not None else None
     if main.get("module_energy_j") is not None:
         # a superchip's counter covers the whole module (GPU, CPU, memory): never GPU energy
         m["module_energy_j"] = main["module_energy_j"]
-        m["energy_scope"] = "module"
-        if m["energy_kwh"] is None:
-            m["energy_kwh"] = main["module_energy_j"] / 3.6e6
-    known_j = m["total_energy_j"] if m["total_energy_j"] is not None else gpu_j
-    m["energy_kwh"] = known_j / 3.6e6 if known_j is not None else None
+    node = main.get("node")
+    if node is not None:  # the plan's node meter: the BMC's figure contains GPU, CPU and DRAM
+        m["node_energy_j"] = main.get("node_energy_j")
+        m["node_method"] = node.get("method")
+        if main.get("node_energy_j") is None and node.get("reason"):
+            m["node_reason"] = node["reason"]
+    # the one scope rule (gcbench.carbon.energy_total): node, else module, else GPU + CPU
+    total = energy_total(
+        gpu_j, cpu_j, main.get("module_energy_j"), main.get("node_energy_j"), node_metered=node is not None
+    )
+    # total_energy_j stays GPU + CPU (its name says so); energy_kwh, the basis of kWh and
+    # CO2e, is the rule's total, and energy_scope says what it adds up
+    m["energy_scope"] = total.scope
+    m["energy_kwh"] = j_to_kwh(total.energy_j) if total.energy_j is not None else None
     idle = [d.get("idle_power_w") for d in main.get("gpu", [])]
     if gpu_j is not None and duration_s and idle and all(p is not None for p in idle):
         m["gpu_energy_above_idle_j"] = gpu_j - sum(idle) * duration_s

@@ -123,6 +123,10 @@ def check_trial(
         reasons.append(
             "GPU energy unknown: " + "; ".join(d.get("reason") or d.get("method", "?") for d in main.get("gpu", []))
         )
+    node = main.get("node")
+    if isinstance(node, dict) and main.get("node_energy_j") is None:
+        # the plan's node meter did not give the window's figure: GPU and CPU figures stand, energy_kwh is unknown
+        flags.append(f"node energy unknown: {node.get('reason') or 'no reason recorded'}")
     check = result.get("device_check") or {}
     if isinstance(check, dict) and check.get("same") is False:
         reasons.append(f"measured another GPU than the one used: {check.get('reason')}")
@@ -135,6 +139,16 @@ def check_trial(
             flags.append(
                 "CPU energy apportioned: other trials ran on this host during the window "
                 "(RAPL counts the whole socket; see cpu_reason)"
+            )
+        elif flag == "node_energy_shared":
+            flags.append(
+                "node energy apportioned: other trials ran on this host during the window "
+                "(the BMC measures the whole node; see the node figure's reason)"
+            )
+        elif flag == "node_below_parts":
+            flags.append(
+                f"node energy {main.get('node_energy_j') or 0:.1f} J is below the GPU + CPU energy it contains: "
+                "the BMC's sensor may cover part of the node only (one power supply of two?)"
             )
         elif flag not in (
             "window_too_short",

@@ -293,6 +293,30 @@ def test_the_same_window_through_each_cpu_backend_gives_its_declared_method_and_
     assert gone.energy_j is None and gone.method == "unavailable" and name in gone.reason
 
 
+@pytest.mark.parametrize("name", [e.name for e in backend.entries("node")])
+def test_the_same_window_through_each_node_backend_gives_its_declared_method_and_the_right_energy(name):
+    """The node backends' fixture: a BMC reading 400 W every second, 650 W from t = 5 s
+    (instant node power, the rows the sampler writes for device ``node``)."""
+    from gcbench.energy.node import node_window_energy
+
+    f = backend.facts_of(name)
+    assert (f.kind, f.counter_scope, f.instant_power, f.energy_counter) == ("node", "node", True, False)
+    assert f.update_period_s >= 1.0  # a BMC is slow: its own period, never the GPU's
+    t = np.arange(0.0, 12.0, 1.0)
+    p = np.where(t < 5.0, 400.0, 650.0)
+    nan = np.full_like(t, np.nan)
+    dev = node_window_energy(DeviceSeries(t, nan, p, nan, name), 2.0, 9.0, 1.0)
+    assert dev.method == f.method("power-integration") == f"{name}-node-power-integration"
+    assert dev.source == name and dev.scope == "node"
+    # trapezoid: 400 W for 2-4 s, the 4-5 s ramp at 525 W, 650 W for 5-9 s
+    assert dev.energy_j == pytest.approx(400.0 * 2 + 525.0 + 650.0 * 4)
+    few = node_window_energy(DeviceSeries(t, nan, p, nan, name), 2.0, 3.5, 1.0)
+    assert few.energy_j is None and few.method == "unavailable" and "too few BMC readings" in few.reason
+    assert backend.describe_method(dev.method).endswith(
+        "covers the whole node at its BMC (GPU, CPU, memory and the rest)"
+    )
+
+
 def test_every_method_label_a_backend_builds_has_a_description():
     assert "trailing-average power integrated" in backend.describe_method("nvidia-smi-average-power-lag-corrected")
     assert "whole module" in backend.describe_method("nvml-module-counter-edge-corrected")

@@ -58,6 +58,7 @@ def test_cli_doctor_prints_text_and_json(tmp_path, monkeypatch):
         "nvml",
         "nvidia_smi",
         "rapl",
+        "node",
         "docker",
         "gpus",
         "backend",
@@ -71,3 +72,5 @@ def test_cli_doctor_prints_text_and_json(tmp_path, monkeypatch):
     res = runner.invoke(app, ["doctor", "--rapl-root", str(tmp_path)])
     assert res.exit_code == 0 and "RAPL" in res.output and "backend:" in res.output
     assert "workload kinds: command, container" in res.output
+    assert d["node"]["ok"] is None and d["node"]["why_not"].startswith("no node meter configured")
+    assert "--  node (BMC)    no node meter configured: a plan's energy.node names the BMC" in res.output

@@ -163,3 +163,34 @@ def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
     assert me.concurrent(now - 1, now + 1) == []
     assert len(list(folder.glob("*.json"))) == 1  # the dead entry was dropped; only this trial's is left
     me.close()
+
+
+def test_a_node_meter_is_host_wide_and_its_shared_window_is_apportioned(tmp_path):
+    """The BMC measures the whole node: a trial with a node meter takes the host lease, and
+    a window another trial shared books only its share of the node, flagged."""
+    from gcbench.spec import NodeSettings
+
+    node = NodeSettings(ipmi={"host": "bmc", "user": "u"})
+    assert hostshare.measures_host_energy(EnergySettings(rapl_root=str(tmp_path / "none"), node=node))
+    folder = tmp_path / "reg"
+    a = hostshare.HostPresence("a", "A #0", folder).register()
+    b = hostshare.HostPresence("b", "B #0", folder).register()  # alive through A's window
+    t0 = time.monotonic()
+    time.sleep(0.2)
+    energy = {
+        "main": {
+            "node_energy_j": 1000.0,
+            "node": {"device": "node", "energy_j": 1000.0, "method": "ipmi-node-power-integration"},
+            "cpu_energy_j": None,
+            "cpu": [],
+            "flags": [],
+        }
+    }
+    out = hostshare.apply(energy, {"main": {"start_s": 0.0, "end_s": 0.2}}, t0, a)
+    b.close()
+    a.close()
+    main = energy["main"]
+    assert out["concurrent"]["main"][0].startswith("B #0 (b, pid") and out["share"]["main"] == pytest.approx(0.5)
+    assert main["node_energy_whole_j"] == 1000.0 and main["node_energy_j"] == pytest.approx(500.0)
+    assert main["node"]["method"] == "ipmi-node-power-integration-apportioned"
+    assert "node_energy_shared" in main["flags"] and "B #0" in main["node"]["reason"]

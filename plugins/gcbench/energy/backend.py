@@ -232,9 +232,13 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("simulated", "gpu", "gcbench.energy.simulated:SimulatedBackend"),
     Entry("rapl", "cpu", "gcbench.energy.rapl:RAPL_FACTS"),
     Entry("hwmon", "cpu", "gcbench.energy.hwmon:HWMON_FACTS"),
+    Entry("ipmi", "node", "gcbench.energy.node:IPMI_FACTS"),
+    Entry("redfish", "node", "gcbench.energy.node:REDFISH_FACTS"),
 )
 """Every backend, in ``auto`` order within its kind: the ONE list. ``simulated`` is last
-among GPU backends: it is chosen only when no sensor is found (and says so)."""
+among GPU backends: it is chosen only when no sensor is found (and says so). The node
+meters (BMC over IPMI or Redfish) are never chosen by ``auto``: a plan names one in
+``energy.node`` (:mod:`gcbench.energy.node`)."""
 
 
 def entries(kind: DeviceKind | None = None) -> Iterator[Entry]:
@@ -300,6 +304,10 @@ def describe_method(method: str | None) -> str | None:
         if method == (f.label or f.name) and f.kind != "gpu":
             return f"{f.name} energy counters ({f.counter_scope} scope)"
         for how, text in HOW.items():
+            if f.kind == "node":
+                if method == f.method(how):
+                    return f"{f.name}: {text}; covers the whole node at its BMC (GPU, CPU, memory and the rest)"
+                continue
             for scope in ("gpu", "module"):
                 if method == without(f, counter_scope=scope).method(how) and not f.simulated:
                     covers = "the whole module (GPU, CPU and memory)" if scope == "module" else "one GPU"

@@ -160,6 +160,11 @@ class EnergyResult:
             (GPU + CPU + memory, e.g. Grace Hopper), J; ``gpu_energy_j`` is then None (a
             module figure is never GPU energy) and ``cpu_reason`` says the CPU is inside it.
         energy_scope: ``gpu`` or ``module``: what the device figures cover.
+        node: the node meter's figure (the BMC's whole-node power integrated; scope
+            ``node``), None without a node meter in the plan.
+        node_energy_j: its energy, J; None when unknown (``node.reason`` says why). It
+            contains the GPU, CPU and DRAM figures: never added to them
+            (:func:`gcbench.carbon.energy_total`).
     """
 
     window_start_s: float
@@ -179,6 +184,8 @@ class EnergyResult:
     jitter_s: float | None = None
     module_energy_j: float | None = None
     energy_scope: str = "gpu"
+    node: DeviceEnergy | None = None
+    node_energy_j: float | None = None
 
     @property
     def duration_s(self) -> float:

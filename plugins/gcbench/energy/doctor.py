@@ -128,6 +128,27 @@ def _docker() -> dict:
         return {"ok": False, "why_not": f"Docker engine not reachable: {type(exc).__name__}: {exc}"[:300]}
 
 
+def _node(settings, env: dict) -> dict:
+    """The node meter (the BMC over IPMI or Redfish, :mod:`gcbench.energy.node`): probed
+    when a plan's ``energy.node`` is given, else why there is none."""
+    import shutil
+
+    from gcbench.energy import node
+
+    ipmitool = shutil.which("ipmitool")
+    out: dict = {"ok": None, "why_not": None, "ipmitool": ipmitool}
+    if settings is None:
+        out["why_not"] = (
+            "no node meter configured: a plan's energy.node names the BMC (ipmi: {host, user, password_env} "
+            "or redfish: {url}); check it with gcbench doctor --plan PLAN"
+            + ("" if ipmitool else "; ipmitool is not installed (scripts/system_deps.sh ipmi)")
+        )
+        return out
+    _reader, probe = node.probe_settings(settings, env)
+    out.update(probe.to_dict(), period_s=settings.period_s)
+    return out
+
+
 def _backends(env: dict) -> list[dict]:
     """Each registered backend in ``auto`` order: what it declares it reads, whether it
     finds a device here, and why not (:mod:`gcbench.energy.backend`)."""
@@ -145,7 +166,8 @@ def _backends(env: dict) -> list[dict]:
         facts = obj if isinstance(obj, backend.Facts) else obj.facts
         item["reads"] = facts.describe()
         if e.kind != "gpu":
-            item.update(ok=None, why_not="see its own check above" if e.name == "rapl" else "not probed here")
+            why = {"cpu": "not probed here", "node": "a plan's energy.node chooses it: see the node meter above"}
+            item.update(ok=None, why_not="see its own check above" if e.name == "rapl" else why[e.kind])
             out.append(item)
             continue
         impl = obj()
@@ -168,12 +190,18 @@ def _method(df) -> str:
     return f.method("power-integration" if f.instant_power else "average-power-lag-corrected")
 
 
-def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, docker_check: bool = True) -> dict:
-    """Probe NVML, nvidia-smi, RAPL, Docker and the GPU mapping.
+def diagnose(
+    rapl_root: str = "/sys/class/powercap", env: dict | None = None, docker_check: bool = True, node_settings=None
+) -> dict:
+    """Probe NVML, nvidia-smi, RAPL, Docker, the GPU mapping and the node meter.
+
+    Args:
+        node_settings: a plan's ``energy.node`` (:class:`gcbench.spec.NodeSettings`) to
+            probe; None: the node meter is reported as not configured, with why.
 
     Returns:
-        {"nvml", "nvidia_smi", "rapl", "docker", "gpus", "backend"}; ``backend`` is what
-        a Meter with ``backend: auto`` would use (``nvml``, ``nvidia-smi`` or
+        {"nvml", "nvidia_smi", "rapl", "node", "docker", "gpus", "backend"}; ``backend``
+        is what a Meter with ``backend: auto`` would use (``nvml``, ``nvidia-smi`` or
         ``simulated``).
     """
     env = dict(os.environ if env is None else env)
@@ -190,6 +218,7 @@ def diagnose(rapl_root: str = "/sys/class/powercap", env: dict | None = None, do
         "nvml": nv,
         "nvidia_smi": sm,
         "rapl": _rapl(rapl_root),
+        "node": _node(node_settings, env),
         "docker": _docker() if docker_check else {"ok": None, "why_not": "not checked"},
         "gpus": gpus,
         "backend": backend,
@@ -226,6 +255,16 @@ def format_text(d: dict) -> str:
         f"{mark(ra['ok'])} RAPL          "
         + (f"{', '.join(ra['domains'])} under {ra['root']}" if ra["ok"] else ra["why_not"])
     )
+    nd = d.get("node")
+    if nd is not None:
+        lines.append(
+            f"{mark(nd['ok'])} node (BMC)    "
+            + (
+                f"{nd['protocol']} {nd['how']}: {nd['power_w']:g} W now, read every {nd['period_s']:g} s"
+                if nd["ok"]
+                else nd["why_not"]
+            )
+        )
     dk = d["docker"]
     lines.append(
         f"{mark(dk['ok'])} Docker        " + (f"engine {dk.get('server_version')}" if dk["ok"] else dk["why_not"])

@@ -20,6 +20,10 @@ whole energy (N-fold with N GPUs). Two defences, both per host:
   to what the socket drew), and the window is flagged ``cpu_energy_shared`` with the
   other trials named (:func:`apply`).
 
+A node meter (the BMC, ``energy.node``) measures the whole node: it is a host-wide meter
+too (the lease), and its figure of a shared window is apportioned alike
+(``node_energy_shared``).
+
 Registration and reading take one ``flock`` on the folder's lock file, so a trial that
 registers before another's window ends is always seen by it. A process killed with
 SIGKILL leaves its entry open: it counts as concurrent for trials that saw it alive
@@ -45,13 +49,15 @@ ENDED_KEEP_S = 24 * 3600.0
 """An ended entry is kept this long for trials still measuring (longer than any window)."""
 
 FLAG = "cpu_energy_shared"
+NODE_FLAG = "node_energy_shared"
 
 
 def measures_host_energy(energy: Any) -> bool:
     """Whether a trial with these energy settings (:class:`gcbench.spec.EnergySettings`)
-    reads a host-wide meter: RAPL zones under its ``rapl_root``, or CodeCarbon (the
-    whole machine). Decided by the runner before the trial starts (the lease)."""
-    if getattr(energy, "codecarbon", False):
+    reads a host-wide meter: RAPL zones under its ``rapl_root``, CodeCarbon (the whole
+    machine), or a node meter (the BMC's whole node). Decided by the runner before the
+    trial starts (the lease)."""
+    if getattr(energy, "codecarbon", False) or getattr(energy, "node", None) is not None:
         return True
     root = Path(getattr(energy, "rapl_root", "") or "")
     try:
@@ -254,6 +260,26 @@ def share_of_window(start: float, end: float, others: list[tuple[str, float, flo
     return acc / (end - start)
 
 
+def _apply_node(res: dict[str, Any], share: float, others: list[str]) -> None:
+    """The node meter's figure of a shared window, like the socket's: the BMC's whole-node
+    reading kept as ``node_energy_whole_j``, ``node_energy_j`` this trial's share of it,
+    flagged ``node_energy_shared``."""
+    node = res.get("node")
+    if not isinstance(node, dict) or res.get("node_energy_j") is None:
+        return
+    res["node_energy_whole_j"] = res["node_energy_j"]
+    res["node_energy_j"] = res["node_energy_j"] * share
+    node["energy_whole_j"], node["energy_j"] = node.get("energy_j"), res["node_energy_j"]
+    node["method"] = f"{node.get('method')}-apportioned"
+    node["reason"] = (
+        f"shared: {len(others)} other trial(s) ran on this host during the window ({'; '.join(others)}); "
+        f"the BMC measures the whole node: this trial's share {share:.3f} of it (equal split among the trials alive)"
+    )
+    flags = res.setdefault("flags", [])
+    if NODE_FLAG not in flags:
+        flags.append(NODE_FLAG)
+
+
 def apply(energy: dict[str, Any], windows: dict[str, Any], origin_monotonic: float, presence: HostPresence) -> dict:
     """Apportion and flag each window's CPU energy that other trials shared (module docstring).
 
@@ -261,7 +287,8 @@ def apply(energy: dict[str, Any], windows: dict[str, Any], origin_monotonic: flo
     RAPL domain's ``energy_j``, its ``method`` then ``rapl-apportioned``) becomes this
     trial's share (:func:`share_of_window`), so the figures of concurrent trials add up
     to what the socket drew and none books the whole socket; the window is flagged
-    ``cpu_energy_shared`` and ``cpu_reason`` names the other trials.
+    ``cpu_energy_shared`` and ``cpu_reason`` names the other trials. A node meter's figure
+    is apportioned the same way (``node_energy_shared``).
 
     Args:
         energy: ``{window key: EnergyResult dict}`` (changed in place).
@@ -285,6 +312,7 @@ def apply(energy: dict[str, Any], windows: dict[str, Any], origin_monotonic: flo
             continue
         found[key] = [label for label, _, _ in others]
         share = shares[key] = share_of_window(start, end, others)
+        _apply_node(res, share, found[key])
         if res.get("cpu_energy_j") is None and not res.get("cpu"):
             continue  # no CPU figure to apportion
         res["cpu_energy_socket_j"] = res.get("cpu_energy_j")

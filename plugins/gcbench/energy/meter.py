@@ -216,6 +216,7 @@ class Meter:
         self.facts: backend.Facts | None = None
         self.backend_choice: dict | None = None
         self.sampler_stats: dict | None = None
+        self.node_probe: Any = None  # gcbench.energy.node.NodeProbe when the plan has a node meter
 
     # ------------------------------------------------------------------ start
     def _resolve_backend(self) -> None:
@@ -275,6 +276,7 @@ class Meter:
                     hwmon_cfg = [{"label": d.label, "path": d.path, "kind": d.kind} for d in hw.domains]
             else:
                 self._rapl.reason = f"{self._rapl.reason or 'no RAPL domain'}; {hw.reason}"
+        node_cfg = self._open_node()
         self.origin_monotonic = time.monotonic()
         origin_wall = time.time()
         assert self._opened is not None
@@ -299,9 +301,16 @@ class Meter:
             "process_check_s": PROCESS_CHECK_S,
             "tail_s": integrate.reference_tail_s(s.sample_hz),
         }
+        if node_cfg is not None:
+            from gcbench.energy import node
+
+            cfg["node"] = node_cfg
+            cfg["tail_s"] = max(cfg["tail_s"], node.wait_s(s.node))
         self.samples_path.parent.mkdir(parents=True, exist_ok=True)
         pkg_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
+        if node_cfg is not None and node_cfg.get("password_env") in self.env:
+            env[node_cfg["password_env"]] = self.env[node_cfg["password_env"]]
         env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         log = open(self.samples_path.with_suffix(".sampler.log"), "w", encoding="utf-8")
         self._proc = subprocess.Popen(
@@ -329,6 +338,24 @@ class Meter:
             t1 = time.monotonic() - self.origin_monotonic
             self._send("burst")
             self.windows[IDLE_KEY] = [t0, t1]
+
+    def _open_node(self) -> dict | None:
+        """Probe the plan's node meter (``energy.node``), if any: the sampler's config for
+        it, or None (no node meter, or it does not answer: :attr:`node_probe` says why and
+        every window's node figure is NULL with that reason; the trial goes on)."""
+        ns = getattr(self.settings, "node", None)
+        if ns is None:
+            return None
+        from gcbench.energy import node
+
+        _reader, self.node_probe = node.probe_settings(ns, self.env)
+        if not self.node_probe.ok:
+            return None
+        return {
+            "settings": ns.model_dump(mode="json"),
+            "how": self.node_probe.how,
+            "password_env": node.password_env(ns),
+        }
 
     def _send(self, line: str) -> None:
         proc = self._proc
@@ -573,6 +600,12 @@ class Meter:
             above = [d.energy_above_idle_j for d in devs if d.energy_above_idle_j is not None]
             # cpu_reason is None only when every domain's energy is known
             cpu_j = sum(c.energy_j for c in cpu if c.energy_j is not None) if cpu and cpu_reason is None else None
+            node_dev = self._node_energy(series, a, b)
+            # the node contains its GPUs and CPUs: a node figure below their measured energy (a
+            # simulated GPU's model is never compared) reads the wrong sensor
+            parts_j = (0.0 if simulated else gpu_j or 0.0) + (cpu_j or 0.0)
+            if node_dev and node_dev.energy_j is not None and parts_j > node_dev.energy_j:
+                flags.append("node_below_parts")
             results[key] = EnergyResult(
                 window_start_s=a,
                 window_end_s=b,
@@ -591,8 +624,28 @@ class Meter:
                 cross_check_threshold=self.cross_check_threshold,
                 backend=self.backend,
                 jitter_s=self.jitter_s.get(key),
+                node=node_dev,
+                node_energy_j=node_dev.energy_j if node_dev else None,
             )
         return results
+
+    def _node_energy(self, series: dict, a: float, b: float) -> DeviceEnergy | None:
+        """The node meter's figure of window [a, b] (None without a node meter)."""
+        ns = getattr(self.settings, "node", None)
+        if ns is None or self.node_probe is None:
+            return None
+        from gcbench.energy import node
+
+        if not self.node_probe.ok:
+            return DeviceEnergy(
+                node.NODE_LABEL,
+                None,
+                "unavailable",
+                self.node_probe.protocol,
+                reason=f"node meter unavailable: {self.node_probe.why_not}",
+                scope="node",
+            )
+        return node.node_window_energy(series.get(node.NODE_LABEL), a, b, ns.period_s, self.node_probe.protocol)
 
     # ------------------------------------------------------------------ context, environment
     def __enter__(self) -> Meter:
@@ -630,6 +683,8 @@ class Meter:
             "sampler_stats": self.sampler_stats,
             "foreign_process_check": self._process_check_status(),
         }
+        if self.node_probe is not None:
+            env["node"] = {**self.node_probe.to_dict(), "period_s": self.settings.node.period_s}
         env.update(self._env_facts)
         env["cpu_backend"] = self.cpu_backend if self._rapl is not None and self._rapl.domains else None
         if self._rapl is not None and self.cpu_backend == "hwmon":

@@ -10,7 +10,8 @@ and it cannot fall into the ``multiprocessing`` spawn trap of re-running an ungu
   trial died) stops at once.
 * stdout: ``{"ready": ...}`` once sampling runs (a streamed backend: once its first rows are in), ``{"event": ...}`` findings
   (``rapl_wrap_unknown``; from nvidia-smi ``nvidia_smi_error`` naming the GPU,
-  ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``), ``{"done": true, "rows": n}``
+  ``nvidia_smi_unparsed``, ``nvidia_smi_clock_step``; ``node_read_error`` once per
+  distinct failure of the node meter), ``{"done": true, "rows": n}``
   at the end.
 
 nvidia-smi rows are timed on this process's monotonic clock: their printed wall-clock
@@ -31,6 +32,11 @@ costs ~4 ms on an H200), and in a *burst* after each window edge and at stop: ev
 correction (see :mod:`gcbench.energy.integrate`). RAPL at least as often as
 :func:`gcbench.energy.rapl.max_poll_interval_s`. Rows are flushed to samples.csv at
 least every ``flush_s`` (0.5 s), so a killed trial keeps what was sampled.
+
+The node meter (``energy.node``: the BMC over IPMI or Redfish, :mod:`gcbench.energy.node`)
+is read in a thread of its own every ``period_s`` (a BMC answers in tens of milliseconds
+to seconds: never in the GPU's loop); its readings are written as rows of device
+``node`` at each flush.
 
 Foreign processes (NVML only): while a window is open, at its edges and every
 ``process_check_s`` (0.5 s), the GPUs' running processes are listed; a live PID
@@ -157,6 +163,19 @@ class Sampler:
 
         self.hwmon = [(d["label"], Path(d["path"]), HwmonCounter(d["kind"])) for d in cfg.get("hwmon") or []]
         self.cpu_read = bool(self.rapl or self.hwmon)  # a CPU backend's sensors to read
+        self.node: Any = None  # the node meter's poller thread (energy.node), started with sampling
+        self.node_errors: set[str] = set()
+        if cfg.get("node"):
+            from gcbench.energy.node import NodePoller, NodeReader
+            from gcbench.spec import NodeSettings
+
+            n = cfg["node"]
+            settings = NodeSettings.model_validate(n["settings"])
+            password = os.environ.get(n["password_env"]) if n.get("password_env") else None
+            # a real sensor: timed on the real clock, never the simulated device's fast-forward
+            self.node = NodePoller(
+                NodeReader(settings, password, how=n["how"]), settings.period_s, lambda: self.clock() - self.origin
+            )
         self.rapl_dt = float(cfg.get("rapl_interval_s", 0.1))
         self.rapl_last_t: float | None = None
         self.trial_pid = cfg.get("trial_pid")
@@ -291,6 +310,19 @@ class Sampler:
             self.writer.row(t, label, "hwmon", {"energy_j": energy_j, "power_w": power_w}, energy_digits=6)
         self.rapl_last_t = t
 
+    def write_node(self) -> None:
+        """Write the node meter's queued readings (a failed read: an event, no row)."""
+        if self.node is None:
+            return
+        source = self.node.reader.protocol
+        for t, power_w, why in self.node.drain():
+            if power_w is not None:
+                self.writer.row(t, "node", source, {"power_instant_w": power_w})
+            elif why not in self.node_errors and self.events < MAX_EVENTS:
+                self.node_errors.add(str(why))
+                self.events += 1
+                _emit({"event": "node_read_error", "device": "node", "reason": why, "t_s": t})
+
     def read_stream(self, data: bytes) -> None:
         """Write the rows of a streamed backend's output just read (timed by its reader)."""
         rows, events = self.reader.feed(data, self.now())
@@ -321,6 +353,8 @@ class Sampler:
                     smi_fd = None
                     break
                 self.read_stream(data)
+        if self.node is not None:
+            self.node.start()
         _emit({"ready": True, "backend": self.backend})
         while True:
             if self.stopping and self.facts.simulated and not self.fast_forward:
@@ -383,6 +417,7 @@ class Sampler:
                 self.read_processes()
                 next_process = t + self.process_dt
             if t >= next_flush:
+                self.write_node()
                 self.writer.flush()
                 next_flush = t + self.flush_dt
             if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
@@ -390,6 +425,9 @@ class Sampler:
         simulated_tail_s, self.virtual_s = self.virtual_s, 0.0  # back on the real clock
         if self.cpu_read:
             self.read_rapl()
+        if self.node is not None:
+            self.node.stop()
+            self.write_node()
         if self.child is not None:
             self.child.terminate()
             try:

@@ -166,6 +166,16 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
     from gcbench.spec import TRIAL_SETTINGS
     from gcbench.workloads import defaults_for
 
+    if plan.energy.node is not None and plan.runner == "docker":
+        # the meter reads the BMC from the trial's process: a trial container has no network
+        raise PlanError(
+            source,
+            lines.get(("energy", "node"), lines.get(("energy",))),
+            "energy.node",
+            "the node meter reads the BMC from the trial process, and the docker runner's trial "
+            "containers have no network (network_mode none): use runner: local for node power",
+        )
+
     for i, w in enumerate(plan.workloads):
         if matrix_size(w) > MAX_MATRIX_COMBINATIONS:
             raise PlanError(

@@ -215,7 +215,9 @@ class CarbonSettings(_Strict):
     ``series`` CSV (``hour_utc,kg_per_kwh``; a relative path is under the project root),
     whose publisher and year ``series_source`` names. For a place or a series the band is
     ``band_factor`` x the intensity. ``intensity_kind`` says whether the intensity is
-    average (location-based; the place table's) or marginal.
+    average (location-based; the place table's) or marginal. ``pue`` (default none), the
+    facility's Power Usage Effectiveness, gives each trial a ``facility_energy_j`` = its
+    total energy x PUE (and ``facility_co2e_kg``), shown as such beside the measured figures.
     """
 
     intensity_kg_per_kwh: float = Field(default=0.20, ge=0, le=5)
@@ -225,6 +227,7 @@ class CarbonSettings(_Strict):
     series_source: str | None = None
     band_factor: tuple[float, float] = (0.5, 1.5)
     intensity_kind: Literal["average", "marginal"] = "average"
+    pue: float | None = Field(default=None, ge=1.0, le=5.0)
 
     @model_validator(mode="after")
     def _band_brackets(self) -> CarbonSettings:

@@ -35,7 +35,9 @@ class Analysis:
         trials: the normalized trials frame (with ``used`` and CO2e columns).
         groups, comparisons, measurement: see their classes.
         simulated: any trial is simulated (the report then says SIMULATED everywhere).
-        co2e_total: dict(energy_kwh, co2e_kg, low, high) over all valid trials.
+        co2e_total: dict(energy_kwh, co2e_kg, low, high) over all valid trials, with
+            ``pue``, ``facility_energy_kwh`` and ``facility_co2e_kg`` (x PUE; None without
+            the plan's ``carbon.pue``).
         precision: per group of a workload with a precision target, what it reached
             (:mod:`gcbench.report.analysis.precision`).
         tradeoffs: the energy-time trade-off of each workload that has energy and time
@@ -182,6 +184,9 @@ def build_analysis(data: ReportData, settings: ReportSettings | None = None) -> 
         low=float(used["co2e_kg_low"].sum()) if known else None,
         high=float(used["co2e_kg_high"].sum()) if known else None,
         n_unknown=int(kwh.isna().sum()),
+        pue=settings.pue,
+        facility_energy_kwh=float(used["facility_energy_kwh"].sum()) if known and settings.pue else None,
+        facility_co2e_kg=float(used["facility_co2e_kg"].sum()) if known and settings.pue else None,
     )
     a = Analysis(
         data=data,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gcbench.carbon import SCOPE_WORDS
 from gcbench.metrics import METRIC_COLUMNS
 from gcbench.report.analysis.settings import ReportSettings
 from gcbench.report.data import TRIAL_COLUMNS
@@ -131,13 +132,21 @@ def trial_not_in_effect(df: pd.DataFrame) -> list[dict[str, str]]:
 
 def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame, str]:
     """Add ``co2_energy_kwh``, ``co2e_kg`` (recomputed at the plan's intensity),
-    ``co2e_kg_low`` and ``co2e_kg_high``; return the energy basis in words.
+    ``co2e_kg_low`` and ``co2e_kg_high`` (and, with the plan's ``carbon.pue``,
+    ``facility_energy_kwh`` and ``facility_co2e_kg``: the same x PUE); return the energy
+    basis in words: which scopes it adds up (:data:`gcbench.carbon.SCOPE_WORDS`).
 
-    Energy basis, per trial: ``energy_kwh`` when known, else ``total_energy_j``, else
-    ``gpu_energy_j`` + ``cpu_energy_j`` (CPU counted only where known), else unknown.
+    Energy basis, per trial: ``energy_kwh`` when known (the scope rule's total,
+    :func:`gcbench.carbon.energy_total`: node if metered, else module, else GPU + CPU),
+    else ``total_energy_j``, else ``gpu_energy_j`` + ``cpu_energy_j`` (CPU counted only
+    where known), else unknown. A node-metered trial whose node energy is unknown stays
+    unknown: its parts are never put in for the node.
     """
     gpu_cpu = df["gpu_energy_j"] + df["cpu_energy_j"].fillna(0.0)
     joules = df["total_energy_j"].where(df["total_energy_j"].notna(), gpu_cpu)
+    scope = df["energy_scope"] if "energy_scope" in df.columns else pd.Series([None] * len(df), index=df.index)
+    node = scope.astype(object).eq("node")
+    joules = joules.where(~node, np.nan)
     kwh = df["energy_kwh"].where(df["energy_kwh"].notna(), joules / J_PER_KWH)
     df["co2_energy_kwh"] = kwh
     if settings.per_trial_carbon and "carbon_intensity_kg_per_kwh" in df.columns:
@@ -153,8 +162,15 @@ def add_carbon(df: pd.DataFrame, settings: ReportSettings) -> tuple[pd.DataFrame
         df["co2e_kg"] = kwh * settings.intensity_kg_per_kwh
         df["co2e_kg_low"] = kwh * settings.band[0]
         df["co2e_kg_high"] = kwh * settings.band[1]
+    if settings.pue is not None:  # facility overhead: explicit figures of their own
+        df["facility_energy_kwh"] = kwh * settings.pue
+        df["facility_co2e_kg"] = df["co2e_kg"] * settings.pue
     has_cpu = df["cpu_energy_j"].notna().any() or df["total_energy_j"].notna().any()
     basis = "GPU + CPU (RAPL) energy" if has_cpu else "GPU energy only (CPU energy unknown)"
+    if node.any():
+        basis = SCOPE_WORDS["node"] + ("" if node.all() else f"; {basis} in the trials without a node meter")
+    elif scope.astype(object).eq("module").any():
+        basis = SCOPE_WORDS["module"]
     return df, basis
 
 

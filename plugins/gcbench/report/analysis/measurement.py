@@ -384,6 +384,20 @@ def build_measurement(
                     description=describe_method(method if method != "unavailable" else None),
                 )
             )
+    if "node_method" in ok.columns and ok["node_method"].map(lambda v: isinstance(v, str) and bool(v)).any():
+        # the plan's node meter (the BMC): its own row, its figure contains the GPU and CPU rows
+        keys = ok["node_method"].map(lambda v: v if isinstance(v, str) and v else "unavailable")
+        for method, n in keys.value_counts(sort=False).items():
+            methods.append(
+                dict(
+                    role="node",
+                    method=method,
+                    source=str(method).split("-", 1)[0] if method != "unavailable" else "–",
+                    trials=int(n),
+                    simulated=False,
+                    description=describe_method(method if method != "unavailable" else None),
+                )
+            )
     hz = configured_sample_hz(df, data.plan)
     example = representative_trial(df, groups or [])
     probes: list[Probe] = []

@@ -26,6 +26,8 @@ class ReportSettings:
             at its own window's stored intensity (``gcbench.carbon.trial_co2e``), and
             ``intensity_kg_per_kwh`` and ``band`` become the energy-weighted means of the
             trials' intensities for the report's text (analyze).
+        pue: the plan's ``carbon.pue`` (None: no facility figure); facility energy and CO2e
+            are the measured ones x PUE, shown as such.
         min_valid_repetitions: fewer valid repetitions make a group inconclusive.
         baseline: factor -> baseline level, from the plan's ``report.baseline``.
         compare: factors to test even if they look like sweeps (``report.compare``).
@@ -38,6 +40,7 @@ class ReportSettings:
     intensity_kg_per_kwh: float = DEFAULT_INTENSITY
     band: tuple[float, float] = DEFAULT_BAND
     per_trial_carbon: bool = False
+    pue: float | None = None
     min_valid_repetitions: int = DEFAULT_MIN_VALID
     baseline: dict[str, Any] = field(default_factory=dict)
     compare: tuple[str, ...] = ()
@@ -63,6 +66,7 @@ class ReportSettings:
             intensity_kg_per_kwh=intensity,
             band=(float(band[0]), float(band[1])),
             per_trial_carbon=bool(carbon.get("series")),
+            pue=float(carbon["pue"]) if carbon.get("pue") is not None else None,
             min_valid_repetitions=int(validation.get("min_valid_repetitions", DEFAULT_MIN_VALID)),
             baseline=dict(report.get("baseline") or {}),
             compare=tuple(report.get("compare") or ()),
