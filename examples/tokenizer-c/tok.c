@@ -493,11 +493,19 @@ typedef struct {
     size_t ids_len, ids_cap;
 } Cache;
 
+/* Slots start few (a prose corpus has a few thousand distinct chunks: the table stays in
+ * the CPU cache) and double at half full, up to 2 * CACHE_MAX_ENTRIES. */
+#define CACHE_MIN_SLOTS 4096
+
+static CacheSlot *cache_slots(size_t size) {
+    CacheSlot *slots = calloc(size, sizeof *slots);
+    if (slots == NULL) fail(EXIT_TOO_LARGE, g_oom_path, "out of memory");
+    return slots;
+}
+
 static void cache_init(Cache *c) {
-    size_t size = (size_t)CACHE_MAX_ENTRIES * 2;
-    c->slots = calloc(size, sizeof *c->slots);
-    if (c->slots == NULL) fail(EXIT_TOO_LARGE, g_oom_path, "out of memory");
-    c->mask = size - 1;
+    c->slots = cache_slots(CACHE_MIN_SLOTS);
+    c->mask = CACHE_MIN_SLOTS - 1;
     c->entries = 0;
     c->keys_cap = 1 << 20;
     c->keys = xrealloc(NULL, c->keys_cap);
@@ -516,6 +524,20 @@ static CacheSlot *cache_find(Cache *c, const unsigned char *p, size_t n, uint64_
         if (s->hash == h && s->key_len == n && memcmp(c->keys + s->key_off, p, n) == 0) return s;
         i = (i + 1) & c->mask;
     }
+}
+
+static void cache_grow(Cache *c) {
+    size_t size = (c->mask + 1) * 2;
+    CacheSlot *old = c->slots, *slots = cache_slots(size);
+    for (size_t i = 0; i <= c->mask; i++) {
+        if (old[i].key_len == 0) continue;
+        size_t j = old[i].hash & (size - 1);
+        while (slots[j].key_len != 0) j = (j + 1) & (size - 1);
+        slots[j] = old[i];
+    }
+    free(old);
+    c->slots = slots;
+    c->mask = size - 1;
 }
 
 static void cache_put(Cache *c, CacheSlot *s, const unsigned char *p, size_t n, uint64_t h, const uint32_t *ids,
@@ -538,10 +560,13 @@ static void cache_put(Cache *c, CacheSlot *s, const unsigned char *p, size_t n, 
     c->keys_len += n;
     c->ids_len += count;
     c->entries++;
+    if (c->entries * 2 > c->mask + 1) cache_grow(c);
 }
 
 static void cache_clear(Cache *c) {
-    memset(c->slots, 0, (c->mask + 1) * sizeof *c->slots);
+    free(c->slots);
+    c->slots = cache_slots(CACHE_MIN_SLOTS);
+    c->mask = CACHE_MIN_SLOTS - 1;
     c->entries = 0;
     c->keys_len = 0;
     c->ids_len = 0;

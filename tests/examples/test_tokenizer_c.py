@@ -139,6 +139,15 @@ def test_the_default_corpus_with_merges_trained_on_it(tok_c, corpus_merges, tmp_
     assert max(ids) >= 4000
 
 
+def test_more_distinct_chunks_than_the_cache_holds(tok_c, vector_merges, tmp_path):
+    # 270 000 distinct chunks " <n>": both caches are emptied once on the way (2**18 entries)
+    data = b"".join(b" %d" % i for i in range(270_000)) + b" 5 17 123456 99"
+    encoder = Encoder(vector_merges[0])
+    expected = encoder.encode(data)
+    assert len(encoder._cache) < 270_000 - 2**18 + 10  # the reference's was emptied
+    assert c_ids(tok_c, vector_merges[1], data, tmp_path) == expected
+
+
 def test_ids_above_65535_and_binary_input(tok_c, tmp_path):
     # every pair of two bytes is a merge (vocab 65792), as test_native's uint32 case
     merges = Merges(tuple((left, right) for left in range(256) for right in range(256)))
