@@ -136,7 +136,7 @@ def _stored_run(conn, tmp_path, run_id: str):
     import importlib.util
 
     from gcbench.plan import expand, plan_from_text
-    from gcbench.store import ingest
+    from gcbench.store import ingest, runs
 
     helper = importlib.util.spec_from_file_location("ingest_helpers", REPO / "tests" / "store" / "test_ingest.py")
     module = importlib.util.module_from_spec(helper)
@@ -144,7 +144,7 @@ def _stored_run(conn, tmp_path, run_id: str):
     plan = plan_from_text(
         "name: mlf\nrepetitions: 1\nworkloads:\n  - {name: copy, kind: h2d, matrix: {memory: [pinned, pageable]}}\n"
     )
-    pk = ingest.register_run(conn, plan, plan.dag_id, run_id, "2026-11-04T02:00:00+00:00")
+    pk = runs.register_run(conn, plan, plan.dag_id, run_id, "2026-11-04T02:00:00+00:00")
     specs = expand(plan)
     for spec in specs:
         module.write_trial(tmp_path / spec.trial_id, spec)
