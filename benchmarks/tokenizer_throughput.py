@@ -84,8 +84,8 @@ def measure(
     ``hf_configs``: the ``layout+call`` combinations of tokenizers to try (None: all).
     """
     from gcbench.tokenizer import Encoder, read_tokens
-    from gcbench.tokenizer.preprocessors import build_local, builtin
     from gcbench.tokenizer.native import run_native
+    from gcbench.tokenizer.preprocessors import build_local, builtin
 
     results: dict[str, dict] = {}
 

@@ -157,9 +157,7 @@ def _python_preprocessor(tmp_path: Path, body: str) -> tk.Preprocessor:
         f"{body}\n"
         "open(a['--out'], 'w').write(''.join(f'{i}\\n' for i in ids))\n"
     )
-    (src / "build.sh").write_text(
-        "#!/bin/sh\nprintf '#!%s\\n' \"$PY\" > \"$1\"; cat tok.py >> \"$1\"; chmod +x \"$1\"\n"
-    )
+    (src / "build.sh").write_text('#!/bin/sh\nprintf \'#!%s\\n\' "$PY" > "$1"; cat tok.py >> "$1"; chmod +x "$1"\n')
     decl = tk.PreprocessorDecl(
         source=str(src),
         sources=["*.py", "*.sh"],
@@ -204,3 +202,55 @@ def test_a_version_nobody_built_is_refused_by_the_trial(tmp_path, python_for_scr
     pre = _python_preprocessor(tmp_path, "pass")
     with pytest.raises(TokenizerBuildError, match=r"preprocessor pytok version [0-9a-f]{12} is not built"):
         tk.conformant_binary(pre.spec_entry(), tmp_path / "tools")
+
+
+BUILT_IN_NAMES = {"go", "rust", "cargo", "external-go", "external-rust", "gcbench-tok-go", "gcbench-tok-rust"}
+
+
+def special_cases(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every string constant of Python source ``text`` (docstrings aside)
+    that names a built-in preprocessor, its path, binary or toolchain."""
+    import ast
+
+    tree = ast.parse(text)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and (node.value in BUILT_IN_NAMES or any(n in node.value for n in BUILT_IN_NAMES if "-" in n))
+    ]
+
+
+def test_no_module_outside_the_declarations_names_a_built_in_preprocessor():
+    """The built-ins are declarations (native/preprocessors.yaml), not branches: no code of
+    the package names go, rust, their paths, binaries or toolchains."""
+    package = REPO / "plugins" / "gcbench"
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {text[:60]!r}"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "tokenizer" / "preprocessors.py"
+        for line, text in special_cases(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_check_finds_such_a_branch():
+    planted = (
+        '"""Module: go and rust may be named in prose."""\n'
+        "def f(impl, path):\n"
+        '    """go is fine in a docstring"""\n'
+        '    if impl == "rust":\n'
+        "        return 1\n"
+        '    return path.startswith("external-go") or f"gcbench-tok-{impl}" == "x"\n'
+    )
+    assert special_cases(planted) == [(4, "rust"), (6, "external-go")]

@@ -195,3 +195,21 @@ def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, t
     out = tinylm.run(spec, context(spec))
     merges = Merges.load(next(cache.glob("merges-*-512.txt")))
     assert out["tokenize_tokens"] == len(Encoder(merges).encode(default_corpus()))
+
+
+def test_a_preprocessor_version_nobody_built_is_skipped_not_measured(context, make_spec, cache, tmp_path, monkeypatch):
+    from gcbench.errors import SkipTrial
+
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
+    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": "external-c"}).model_copy(
+        update={
+            "preprocessor": {
+                "name": "c",
+                "source_sha256": "0" * 64,
+                "run": ["{binary}", "{in}", "{out}"],
+                "output": "ids",
+            }
+        }
+    )
+    with pytest.raises(SkipTrial, match=r"preprocessor c version 000000000000 is not built"):
+        tinylm.run(spec, context(spec))

@@ -63,10 +63,10 @@ from gcbench.plan.expand import variants
 from gcbench.plan.identifiers import (
     device_key,
     device_sets,
-    preprocessors_used,
     host_device_sets,
     host_pool_name,
     pool_name,
+    preprocessors_used,
     trial_pool,
 )
 from gcbench.plan.schedule import START_DATE

@@ -190,8 +190,6 @@ def build_in_docker(
         os.chmod(staging, 0o755)
         os.replace(staging, target)
         shutil.rmtree(Path(cache_dir) / f".docker-build-{source_hash[:16]}", ignore_errors=True)
-        write_provenance(
-            target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id
-        )
+        write_provenance(target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id)
     ensure_conformant(pre, target, cache_dir)
     return target

@@ -278,8 +278,8 @@ def check_preprocessors(plan: Plan, lines: dict | None = None, source: str = "<p
             continue
         for where, values in (("settings", [w.settings.get(setting)]), ("matrix", list(w.matrix.get(setting, [])))):
             for value in values:
-                name = preprocessor_of_path(value)
-                if name is not None and name not in declared:
+                used = preprocessor_of_path(value)
+                if used is not None and used not in declared:
                     raise PlanError(
                         source,
                         lines.get(("workloads", i, where, setting), lines.get(("workloads", i))),

@@ -711,5 +711,7 @@ def conformant_binary(entry: Mapping[str, Any], cache_dir: Path) -> tuple[Path, 
     conformance = record.get("conformance") or {}
     if not conformance.get("passed"):
         why = conformance.get("error") or "it has not been checked against the reference"
-        raise TokenizerBuildError(name, binary, f"preprocessor {name} version {source_hash[:12]} is not conformant: {why}")
+        raise TokenizerBuildError(
+            name, binary, f"preprocessor {name} version {source_hash[:12]} is not conformant: {why}"
+        )
     return binary, record

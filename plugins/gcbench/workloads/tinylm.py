@@ -258,13 +258,23 @@ def preprocessor_entry(spec: TrialSpec, path: str) -> dict[str, Any]:
 def tokenizer_binary(cfg: dict[str, Any], entry: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
     """The binary to run and its build record: ``tokenizer_bin`` when set (recorded as
     not checked), else the conformant build of the spec's version
-    (:func:`gcbench.tokenizer.preprocessors.conformant_binary`)."""
+    (:func:`gcbench.tokenizer.preprocessors.conformant_binary`).
+
+    Raises:
+        SkipTrial: that version is not built or failed its conformance check: the trial
+            is stored as skipped with the reason, nothing is measured.
+    """
     if cfg["tokenizer_bin"]:
         return Path(cfg["tokenizer_bin"]), {"name": entry["name"], "tokenizer_bin": str(cfg["tokenizer_bin"])}
     from gcbench import config
+    from gcbench.errors import SkipTrial
+    from gcbench.tokenizer.errors import TokenizerBuildError
     from gcbench.tokenizer.preprocessors import conformant_binary
 
-    return conformant_binary(entry, config.home() / "tools")
+    try:
+        return conformant_binary(entry, config.home() / "tools")
+    except TokenizerBuildError as exc:  # not built, or not identical to the reference: never measured
+        raise SkipTrial(exc.message) from None
 
 
 # ----------------------------------------------------------------------------------
@@ -334,7 +344,9 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         tok_path.unlink(missing_ok=True)
         with ctx.window("tokenize"):
             t0 = time.monotonic()
-            raw = preprocessors.tokenize(entry, binary, merges_path, in_path, tok_path, float(cfg["tokenize_timeout_s"]))
+            raw = preprocessors.tokenize(
+                entry, binary, merges_path, in_path, tok_path, float(cfg["tokenize_timeout_s"])
+            )
             tokenize_s = time.monotonic() - t0
         if raw != tok_path:  # output: ids, converted outside the window
             preprocessors.convert_ids(raw, tok_path, merges)
@@ -439,7 +451,9 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             "merges_sha256": merges.sha256,
             "corpus_bytes": len(corpus),
             "corpus_sha256": _sha256(corpus),
-            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before) if cfg["path"] == IN_PROCESS_PATH else 0,
+            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before)
+            if cfg["path"] == IN_PROCESS_PATH
+            else 0,
             **effective(
                 cfg, {"precision": precision_effective} if precision_effective != precision else None, not_in_effect
             ),
