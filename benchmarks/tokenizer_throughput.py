@@ -84,8 +84,8 @@ def measure(
     ``hf_configs``: the ``layout+call`` combinations of tokenizers to try (None: all).
     """
     from gcbench.tokenizer import Encoder, read_tokens
-    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer.native import run_native
+    from gcbench.tokenizer.preprocessors import build_local, builtin
 
     results: dict[str, dict] = {}
 
@@ -143,7 +143,7 @@ def measure(
     corpus_path = tmp / f"{name.replace(' ', '_')}.txt"
     corpus_path.write_bytes(data)
     for impl in ("go", "rust"):
-        binary = build_local(impl, args.cache_dir)
+        binary = build_local(builtin()[impl], args.cache_dir)
         out = tmp / f"{name.replace(' ', '_')}-{impl}.tok"
         run = run_native(binary, merges_path, corpus_path, out, repeat=args.repeat, env={"GOMAXPROCS": "1"})
         record(impl, run.encode_s, read_tokens(out, merges).tolist(), wall_s=run.wall_s)

@@ -134,9 +134,11 @@ gcb_local_inputs() {
 
 gcb_trial_images() {
     local impl argv wheel
-    for impl in go rust; do
+    # the built-in preprocessors' toolchain images (native/preprocessors.yaml), as the DAG's
+    # build task would make them from their declared Dockerfiles
+    for impl in $("$PY" -c "from gcbench.tokenizer.preprocessors import builtin; print(' '.join(builtin()))"); do
         gcb_step "toolchain image of the $impl tokenizer"
-        mapfile -t argv < <("$PY" -c "import sys; from gcbench.factory.tokenizers import toolchain_image_build_argv as a; print('\n'.join(a(sys.argv[1], base_image=sys.argv[2])))" "$impl" "$BASE_IMAGE")
+        mapfile -t argv < <("$PY" -c "import sys; from gcbench.factory.tokenizers import toolchain_image_build_argv as a; from gcbench.tokenizer.preprocessors import builtin; print('\n'.join(a(builtin()[sys.argv[1]], base_image=sys.argv[2])))" "$impl" "$BASE_IMAGE")
         gcb_build "tokenizer-$impl" "${argv[@]:2}"
     done
 

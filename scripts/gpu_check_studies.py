@@ -16,7 +16,7 @@ Usage (from the repository root)::
     python scripts/gpu_check_studies.py [--out DIR] [--tok-go BIN] [--tok-rust BIN]
                                         [--caps 300 200] [--tiny] [--backend auto]
 
-External tokenizers are built with ``gcbench.tokenizer.build.build_local`` unless
+External tokenizers are built with ``gcbench.tokenizer.preprocessors.build_local`` unless
 given with ``--tok-go`` / ``--tok-rust``; a path whose tokenizer cannot be built is
 reported and skipped. ``--tiny --backend simulated`` runs the same script in about a
 minute on a CPU-only machine (figures then come from the simulated device and say so).
@@ -149,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         for impl in ("go", "rust"):
             if binaries[impl] is None:
                 try:
-                    from gcbench.tokenizer.build import build_local
+                    from gcbench.tokenizer import preprocessors
 
-                    binaries[impl] = Path(build_local(impl, args.out / "tools"))
+                    binaries[impl] = preprocessors.build_local(preprocessors.builtin()[impl], args.out / "tools")
                 except Exception as exc:  # noqa: BLE001
                     print(f"external-{impl}: tokenizer unavailable ({exc}); path skipped", flush=True)
         for mode in ("infer", "train"):

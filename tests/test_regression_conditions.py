@@ -164,3 +164,17 @@ def test_conditions_ignore_repetition_seed_placement_and_normalise_old_specs():
     assert describe_change(ca, trial_conditions(json.loads(v2.model_dump_json()), H200, "580", False)) == (
         "window.seconds 1.0 -> 1.5"
     )
+
+
+def test_a_new_preprocessor_version_is_another_condition_and_says_so():
+    """Issue 22: a changed tokenizer source is a new version; its nights are never the
+    baseline of the old version's (nor the other way round), and the note names it."""
+    plan = load_plan(Path(__file__).resolve().parents[1] / "examples" / "tokenizer-c" / "plan.yaml")
+    spec = next(s for s in expand(plan) if s.factors["path"] == "external-c")
+    v1 = json.loads(spec.model_dump_json())
+    v2 = json.loads(spec.model_dump_json())
+    v2["preprocessor"]["source_sha256"] = "0" * 64
+    c1, c2 = (trial_conditions(s, H200, "580", False) for s in (v1, v2))
+    assert c1 != c2
+    before = v1["preprocessor"]["source_sha256"]
+    assert describe_change(c1, c2) == f'preprocessor.source_sha256 "{before}" -> "{"0" * 64}"'

@@ -108,6 +108,10 @@ class WorkloadKind:
             under every runner.
         needs_docker: it needs a Docker engine (a plan with ``runner: local`` and this
             kind is refused at validation).
+        preprocessor_setting: the setting whose ``external-<name>`` value selects a
+            declared preprocessor (:mod:`gcbench.tokenizer.preprocessors`; TinyLM's
+            ``path``), or None: plan validation checks the name is declared, expansion
+            puts its version into the trial spec, the DAG builds and checks it.
         check_program: ``check(program, settings, runner) -> None`` raising
             :class:`ProgramError` when the program fields cannot run (an entry point
             that does not exist, an executable not found, a placeholder that names no
@@ -132,6 +136,7 @@ class WorkloadKind:
     study: str | None = None
     runs_beside: bool = False
     needs_docker: bool = False
+    preprocessor_setting: str | None = None
     check_program: Callable[[dict[str, Any], dict[str, Any], str], None] | None = None
 
     def load_run(self) -> Callable[..., Any]:

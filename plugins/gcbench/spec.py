@@ -265,6 +265,11 @@ class TrialSpec(BaseModel):
             [...]}``, each with an optional ``"unit"`` (the unit of work the counts are
             in); None for the built-in kinds (and then left out of the hashed JSON, so
             their ids are those of specs written before it existed).
+        preprocessor: for a trial fed by a declared preprocessor (TinyLM ``path:
+            external-<name>``): ``{"name", "source_sha256", "run", "output"}``
+            (:meth:`gcbench.tokenizer.preprocessors.Preprocessor.spec_entry`). Its source
+            hash is hashed into the id: a changed source is a new trial, never pooled
+            with the old version's. None otherwise (left out of the hashed JSON).
         trial_id: the stable id (see module docstring); filled by :meth:`with_id`.
     """
 
@@ -284,6 +289,7 @@ class TrialSpec(BaseModel):
     energy: EnergySettings = EnergySettings()
     order: int = 0
     program: dict[str, Any] | None = None
+    preprocessor: dict[str, Any] | None = None
     trial_id: str = ""
 
     def canonical_json(self) -> str:
@@ -295,8 +301,9 @@ class TrialSpec(BaseModel):
         for key in ("warmup", "window"):
             if isinstance(data.get(key), dict) and data[key].get("until_stable") is None:
                 data[key].pop("until_stable", None)
-        if data.get("program") is None:
-            data.pop("program", None)
+        for key in ("program", "preprocessor"):
+            if data.get(key) is None:
+                data.pop(key, None)
         if isinstance(data.get("energy"), dict) and data["energy"].get("node") is None:
             data["energy"].pop("node", None)  # specs written before the node meter keep their ids
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

@@ -595,8 +595,8 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             counts = workloads.load(spec.kind)(spec, ctx) or {}
         if "power_cap_w" in spec.settings:
             counts.update(power.metrics())
-        for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT):
-            if key in counts:  # what ran, at the top of result.json (not a metric)
+        for key in (workloads.SETTINGS_EFFECTIVE, workloads.SETTINGS_NOT_IN_EFFECT, "preprocessor"):
+            if key in counts:  # what ran (and the build that ran it), at the top of result.json
                 result[key] = counts.pop(key)
         status = EXIT_OK
         result["status"] = "ok"

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from gcbench.factory import tokenizers as tk
-from gcbench.tokenizer.build import tokenizer
+from gcbench.tokenizer.preprocessors import builtin
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("impl", ["go", "rust"])
 def test_docker_build_kwargs_mount_sources_read_only_and_run_the_compiler_offline(impl, tmp_path):
-    kwargs = tk.docker_build_kwargs(impl, tmp_path, docker_url="unix://docker.sock")
+    kwargs = tk.docker_build_kwargs(builtin()[impl], tmp_path, docker_url="unix://docker.sock")
     src, out = kwargs["mounts"]
     assert (src["Target"], src["Source"], src["ReadOnly"]) == ("/src", str(REPO / "native" / impl), True)
     assert (out["Target"], out["Source"], out["ReadOnly"]) == ("/out", str(tmp_path.resolve()), False)
@@ -24,19 +24,22 @@ def test_docker_build_kwargs_mount_sources_read_only_and_run_the_compiler_offlin
     assert kwargs["network_mode"] == "none" and kwargs["auto_remove"] == "force"
     assert kwargs["user"] == f"{os.getuid()}:{os.getgid()}"
     assert kwargs["working_dir"] == "/src" and kwargs["docker_url"] == "unix://docker.sock"
-    h = tokenizer(impl).source_hash()[:16]
+    h = builtin()[impl].source_hash()[:16]
     if impl == "go":
         assert kwargs["command"] == ["go", "build", "-trimpath", "-o", f"/out/.docker-build-{h}/gcbench-tok-go", "."]
         assert kwargs["environment"]["CGO_ENABLED"] == "0"
     else:
         assert kwargs["command"] == ["cargo", "build", "--release", "--locked", "--offline"]
-        assert kwargs["environment"]["CARGO_TARGET_DIR"] == f"/out/.docker-build-{h}/cargo-target"
-    host_side = tk.docker_build_output(impl, tmp_path, tokenizer(impl).source_hash())
-    assert str(host_side).startswith(str(tmp_path / f".docker-build-{h}"))
+        assert kwargs["environment"]["CARGO_TARGET_DIR"] == "/out/work-rust/target"
+    host_side = tk.docker_build_output(builtin()[impl], tmp_path, builtin()[impl].source_hash())
+    if impl == "go":
+        assert host_side == tmp_path / f".docker-build-{h}" / "gcbench-tok-go"
+    else:
+        assert host_side == tmp_path / "work-rust" / "target" / "release" / "gcbench-tok-rust"
 
 
 def test_toolchain_image_build_argv_targets_the_toolchain_stage_with_a_local_base():
-    argv = tk.toolchain_image_build_argv("rust", base_image="gcbench/debian:bookworm")
+    argv = tk.toolchain_image_build_argv(builtin()["rust"], base_image="gcbench/debian:bookworm")
     assert argv == [
         "docker",
         "build",

@@ -32,12 +32,13 @@ def tools_cache() -> Path:
 
 
 def _native(impl: str, cache: Path) -> Path:
-    from gcbench.tokenizer.build import build_local
+    from gcbench.tokenizer.preprocessors import build_local, builtin
 
-    tool = "go" if impl == "go" else "cargo"
+    pre = builtin()[impl]
+    tool = pre.decl.build.command[0]
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} not installed (make system-deps)")
-    return build_local(impl, cache)
+    return build_local(pre, cache)
 
 
 @pytest.fixture(scope="session")

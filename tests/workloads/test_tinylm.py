@@ -150,7 +150,9 @@ def test_reduced_precision_on_cpu_says_what_ran(context, make_spec, cache, preci
 def test_failing_native_tokenizer_reports_its_stderr(context, make_spec, cache, tmp_path):
     binary = fake_native_tokenizer(tmp_path, exit_status=3)
     spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": "external-go", "tokenizer_bin": str(binary)})
-    with pytest.raises(RuntimeError, match="status 3: cannot read corpus"):
+    from gcbench.tokenizer.errors import TokenizerError
+
+    with pytest.raises(TokenizerError, match="go exited with status 3: cannot read corpus"):
         tinylm.run(spec, context(spec))
 
 
@@ -165,7 +167,8 @@ def test_token_file_from_other_merges_is_refused(context, make_spec, cache, tmp_
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"path": "external-java"}, "path must be one of"),
+        ({"path": "external-java"}, "carries no declaration of preprocessor 'java'"),
+        ({"path": "external-"}, "must be torch or external-<name> of a declared preprocessor"),
         ({"precision": "fp8"}, "fp32, bf16 or amp"),
         ({"d_model": 65}, "multiple of heads"),
     ],
@@ -179,11 +182,11 @@ def test_bad_settings_are_refused(context, make_spec, settings, message):
 @pytest.mark.slow
 @pytest.mark.parametrize("impl, tool", [("go", "go"), ("rust", "cargo")])
 def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, tool):
-    from gcbench.tokenizer.build import build_local
+    from gcbench.tokenizer.preprocessors import build_local, builtin
 
     if shutil.which(tool) is None:
         pytest.skip(f"{tool} not installed")
-    binary = build_local(impl, tmp_path / "tools")
+    binary = build_local(builtin()[impl], tmp_path / "tools")
     spec = make_spec(
         "tinylm",
         {**TINY, "cache_dir": str(cache), "path": f"external-{impl}", "tokenizer_bin": str(binary)},
@@ -192,3 +195,21 @@ def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, t
     out = tinylm.run(spec, context(spec))
     merges = Merges.load(next(cache.glob("merges-*-512.txt")))
     assert out["tokenize_tokens"] == len(Encoder(merges).encode(default_corpus()))
+
+
+def test_a_preprocessor_version_nobody_built_is_skipped_not_measured(context, make_spec, cache, tmp_path, monkeypatch):
+    from gcbench.errors import SkipTrial
+
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
+    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": "external-c"}).model_copy(
+        update={
+            "preprocessor": {
+                "name": "c",
+                "source_sha256": "0" * 64,
+                "run": ["{binary}", "{in}", "{out}"],
+                "output": "ids",
+            }
+        }
+    )
+    with pytest.raises(SkipTrial, match=r"preprocessor c version 000000000000 is not built"):
+        tinylm.run(spec, context(spec))

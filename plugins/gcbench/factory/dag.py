@@ -63,10 +63,10 @@ from gcbench.plan.expand import variants
 from gcbench.plan.identifiers import (
     device_key,
     device_sets,
-    external_tokenizers,
     host_device_sets,
     host_pool_name,
     pool_name,
+    preprocessors_used,
     trial_pool,
 )
 from gcbench.plan.schedule import START_DATE
@@ -134,7 +134,7 @@ def build_dag(plan: Plan, plan_path: str | Path | None = None, *, retries: int =
     import pendulum
     from airflow.sdk import DAG, get_current_context, task
 
-    tokenizers = external_tokenizers(plan)
+    tokenizers = preprocessors_used(plan)
     sets = device_sets(plan)
     per_host = host_device_sets(plan) if plan.hosts else {None: sets}
     doc = (

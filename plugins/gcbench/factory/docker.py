@@ -68,9 +68,8 @@ def needs_power_cap(spec: TrialSpec) -> bool:
 
 
 def needs_native_tokenizer(spec: TrialSpec) -> bool:
-    """Whether the trial runs an external tokenizer (TinyLM ``external-go``/``external-rust``)."""
-    path = spec.factors.get("path", spec.settings.get("path"))
-    return isinstance(path, str) and path.startswith("external-")
+    """Whether the trial runs a declared preprocessor (its spec carries one)."""
+    return spec.preprocessor is not None
 
 
 def trial_operator_kwargs(
@@ -95,7 +94,7 @@ def trial_operator_kwargs(
             by the DAG; it is recorded on the container as a label).
         home: GCBENCH_HOME on the Docker host; default ``config.home()``.
         native_dir: the ``native/`` sources on the Docker host; default
-            :func:`gcbench.tokenizer.build.native_root`.
+            :func:`gcbench.tokenizer.preprocessors.native_root`.
         attempt_id: the attempt (:func:`gcbench.factory.local.begin_attempt`), given to
             the trial as ``GCBENCH_ATTEMPT_ID``.
 
@@ -113,7 +112,7 @@ def trial_operator_kwargs(
     ]
     if needs_native_tokenizer(spec):
         if native_dir is None:
-            from gcbench.tokenizer.build import native_root
+            from gcbench.tokenizer.preprocessors import native_root
 
             native_dir = native_root()
         mounts += [

@@ -320,30 +320,42 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_tokenizers(plan: Plan, ctx: Any, tokenizers: list[str]) -> dict[str, str]:
-    """Build the native tokenizers (cached by the hash of their sources).
+    """Build the declared preprocessors the plan's trials use, and prove each against the
+    Python reference before any trial runs (cached by the hash of their sources).
 
-    A compiler error fails the task at once with the compiler's message (a
-    retry would fail the same way); an unreachable engine is retried.
+    Returns ``{name: binary path}``. A compiler error or a conformance mismatch fails
+    the task at once with its message (the first differing offset and both ids; a
+    retry would fail the same way), so no trial of that variant runs; an unreachable
+    engine is retried.
     """
     from airflow.sdk.exceptions import AirflowFailException
 
     from gcbench import config
-    from gcbench.tokenizer.build import build_local
     from gcbench.tokenizer.errors import TokenizerBuildError
+    from gcbench.tokenizer.preprocessors import build_local, read_provenance
 
     runner = ctx["params"].get("runner") or default_runner(plan.runner)
+    declared = plan.declared_preprocessors()
     built = {}
-    for impl in tokenizers:
+    for name in tokenizers:
+        pre = declared[name]
         try:
             if runner == "docker":
                 from gcbench.factory.tokenizers import build_in_docker
 
-                built[impl] = str(build_in_docker(impl, config.home() / "tools", ctx))
+                binary = build_in_docker(pre, config.home() / "tools", ctx)
             else:
-                built[impl] = str(build_local(impl, config.home() / "tools"))
+                binary = build_local(pre, config.home() / "tools")
         except TokenizerBuildError as exc:
-            raise AirflowFailException(f"building the {impl} tokenizer failed:\n{exc}") from exc
-        print(f"tokenizer {impl}: {built[impl]}")
+            raise AirflowFailException(f"building the {name} preprocessor failed:\n{exc}") from exc
+        record = read_provenance(binary)
+        conformance = record.get("conformance") or {}
+        print(
+            f"preprocessor {name}: {binary} (source {record.get('source_sha256', '?')[:12]}, "
+            f"binary {record.get('binary_sha256', '?')[:12]}, {record.get('toolchain')}); conformance: "
+            f"{conformance.get('inputs')} inputs, {conformance.get('ids')} ids identical to the reference"
+        )
+        built[name] = str(binary)
     return built
 
 

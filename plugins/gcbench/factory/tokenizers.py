@@ -1,20 +1,21 @@
-"""Building the native tokenizers (``gcbench-tok-go``, ``gcbench-tok-rust``) for a DAG run.
+"""Building the declared preprocessors for a DAG run (the ``build_tokenizers`` task).
 
-The DAG's ``build_tokenizers`` task calls :func:`gcbench.tokenizer.build.build_local`
-with the local runner and :func:`build_in_docker` with the docker runner. Both return
-the path of a binary in a cache folder named by the SHA-256 of the sources that make it
-(``<cache>/gcbench-tok-go-<hash16>``), so an unchanged source is never rebuilt and a
-changed one never runs stale. Next to each binary, ``<binary>.json`` records how it was
-built (impl, source hash, toolchain version, builder).
+Every preprocessor is a declaration (:mod:`gcbench.tokenizer.preprocessors`: the
+built-in ``go`` and ``rust`` and a plan's own). The task builds each one the plan's
+trials use, then checks it against the Python reference before any trial runs:
 
-* Local: :mod:`gcbench.tokenizer.build` (the workloads and the tokenizer CLI use it too).
-* Docker: a DockerOperator runs the ``toolchain`` stage of images/tokenizer-{go,rust}
-  .Dockerfile with the sources mounted read-only at ``/src`` and the cache read-write
-  at ``/out``, no network, as the calling user; its log is the compiler's output.
-  The toolchain image is made once with :func:`toolchain_image_build_argv`.
+* Local runner: :func:`gcbench.tokenizer.preprocessors.build_local`.
+* Docker runner: :func:`build_in_docker`, a DockerOperator running the declared
+  ``build.command`` in its toolchain image (``build.image``; made from the declared
+  ``build.dockerfile`` when it is missing, :func:`toolchain_image_build_argv`) with the
+  sources mounted read-only at ``/src`` and the binaries cache read-write at ``/out``,
+  no network, as the calling user; its log is the compiler's output.
 
-A failed build raises :class:`gcbench.tokenizer.errors.TokenizerBuildError` carrying the
-compiler's message, so the Airflow task fails with it in its log.
+Both leave the binary in a cache folder named by the SHA-256 of its sources
+(``<cache>/gcbench-tok-<name>-<hash16>``) with ``<binary>.json`` beside it (the build's
+identity and its conformance result). A failed build or conformance check raises
+:class:`gcbench.tokenizer.errors.TokenizerBuildError` (:class:`ConformanceError` with
+the first differing offset and both ids), so the Airflow task fails with it in its log.
 
 Only the standard library is imported at module level (DAG parsing stays cheap).
 """
@@ -23,109 +24,89 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from gcbench.tokenizer.build import IMPLS, is_built, tokenizer, write_provenance
 from gcbench.tokenizer.errors import TokenizerBuildError
+from gcbench.tokenizer.preprocessors import (
+    Preprocessor,
+    ensure_conformant,
+    is_built,
+    write_provenance,
+)
 
 CONTAINER_SRC = "/src"
 CONTAINER_OUT = "/out"
 
 
-def toolchain_image(impl: str) -> str:
-    """Tag of the toolchain image the docker build runs (``gcbench/tokenizer-go-toolchain:1``)."""
-    if impl not in IMPLS:
-        raise ValueError(f"unknown tokenizer implementation {impl!r}")
-    return f"gcbench/tokenizer-{impl}-toolchain:1"
+def toolchain_image_build_argv(pre: Preprocessor, *, base_image: str | None = None) -> list[str]:
+    """``docker build`` argv that makes ``pre``'s toolchain image from its declared Dockerfile.
 
+    The context is the declared ``build.context`` (default: the source folder),
+    ``--target`` the declared stage; ``base_image`` sets the ``BASE_IMAGE`` build
+    argument (e.g. a local Debian image made with debootstrap + ``docker import``).
 
-def toolchain_image_build_argv(
-    impl: str, *, base_image: str | None = None, native_dir: Path | None = None
-) -> list[str]:
-    """``docker build`` argv that makes :func:`toolchain_image` (run in the checkout).
-
-    The context is ``native/`` (small; native/.dockerignore drops build outputs);
-    ``base_image`` overrides the Dockerfile's ``BASE_IMAGE`` (e.g. a local Debian image
-    made with debootstrap + ``docker import``, on which the stage apt-installs the
-    compiler).
+    Raises:
+        TokenizerBuildError: the declaration names no Dockerfile.
     """
-    tok = tokenizer(impl, native_dir)
-    argv = [
-        "docker",
-        "build",
-        "--network",
-        "host",
-        "--target",
-        "toolchain",
-        "-t",
-        toolchain_image(impl),
-        "-f",
-        str(tok.dockerfile),
-    ]
+    dockerfile = pre.dockerfile()
+    if dockerfile is None:
+        raise TokenizerBuildError(
+            pre.name, pre.source_dir, f"no build.dockerfile declared to make {pre.toolchain_image()}"
+        )
+    context = (pre.source_dir / pre.decl.build.context).resolve() if pre.decl.build.context else pre.source_dir
+    argv = ["docker", "build", "--network", "host"]
+    if pre.decl.build.target:
+        argv += ["--target", pre.decl.build.target]
+    argv += ["-t", pre.toolchain_image(), "-f", str(dockerfile)]
     if base_image:
         argv += ["--build-arg", f"BASE_IMAGE={base_image}"]
-    return argv + [str(tok.source_dir.parent)]
+    return argv + [str(context)]
 
 
-def container_build_command(impl: str, source_hash: str) -> list[str]:
-    """The command the build container runs (argv; its working directory is /src).
+def _stage(source_hash: str) -> str:
+    return f"{CONTAINER_OUT}/.docker-build-{source_hash[:16]}"
 
-    The result lands in ``/out/.docker-build-<hash16>/``; :func:`build_in_docker` moves
-    it into the cache once the container has exited 0.
-    """
-    stage = f"{CONTAINER_OUT}/.docker-build-{source_hash[:16]}"
-    if impl == "go":
-        return ["go", "build", "-trimpath", "-o", f"{stage}/gcbench-tok-go", "."]
-    if impl == "rust":
-        # CARGO_TARGET_DIR (environment) points into the stage folder
-        return ["cargo", "build", "--release", "--locked", "--offline"]
-    raise ValueError(f"unknown tokenizer implementation {impl!r}")
+
+def _container_values(pre: Preprocessor, source_hash: str) -> dict[str, str]:
+    return {"out": f"{_stage(source_hash)}/{pre.binary_name}", "work": f"{CONTAINER_OUT}/work-{pre.name}"}
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    return text
 
 
 def docker_build_kwargs(
-    impl: str,
-    cache_dir: Path,
-    *,
-    native_dir: Path | None = None,
-    image: str | None = None,
-    docker_url: str | None = None,
+    pre: Preprocessor, cache_dir: Path, *, image: str | None = None, docker_url: str | None = None
 ) -> dict[str, Any]:
-    """Keyword arguments of the DockerOperator that compiles ``gcbench-tok-<impl>``.
+    """Keyword arguments of the DockerOperator that builds ``pre``.
 
     Args:
-        impl: ``go`` or ``rust``.
+        pre: the declared preprocessor.
         cache_dir: the binaries cache on the Docker host (bind-mounted at /out).
-        native_dir: the ``native/`` folder on the Docker host; default
-            :func:`gcbench.tokenizer.build.native_root`.
-        image: the toolchain image; default :func:`toolchain_image`.
+        image: the toolchain image; default :meth:`Preprocessor.toolchain_image`.
         docker_url: engine address; default ``DOCKER_HOST`` or the local socket.
 
     Returns:
-        A dict for ``DockerOperator(task_id=..., **kwargs)``: sources read-only at /src,
-        cache read-write at /out, no network, the calling user's uid:gid, container
-        removed afterwards, the compiler's output in the task log.
+        A dict for ``DockerOperator(task_id=..., **kwargs)``: the declared command with
+        ``{out}`` = ``/out/.docker-build-<hash16>/gcbench-tok-<name>`` and ``{work}`` =
+        ``/out/work-<name>``, sources read-only at /src, no network, the calling user's
+        uid:gid, container removed afterwards, the compiler's output in the task log.
     """
     from docker.types import Mount
 
-    tok = tokenizer(impl, native_dir)
-    source_hash = tok.source_hash()
-    stage = f"{CONTAINER_OUT}/.docker-build-{source_hash[:16]}"
-    env = {
-        "HOME": "/tmp",
-        "GOCACHE": "/tmp/gocache",
-        "GOTOOLCHAIN": "local",
-        "CGO_ENABLED": "0",
-        "CARGO_HOME": "/tmp/cargo",
-        "CARGO_TARGET_DIR": f"{stage}/cargo-target",
-        "CARGO_NET_OFFLINE": "true",
-    }
+    source_hash = pre.source_hash()
+    values = _container_values(pre, source_hash)
+    env = {"HOME": "/tmp", **{k: _fill(v, values) for k, v in pre.decl.build.env.items()}}
     return {
-        "image": image or toolchain_image(impl),
-        "command": container_build_command(impl, source_hash),
+        "image": image or pre.toolchain_image(),
+        "command": [_fill(a, values) for a in pre.decl.build.command],
         "working_dir": CONTAINER_SRC,
         "mounts": [
-            Mount(target=CONTAINER_SRC, source=str(tok.source_dir.resolve()), type="bind", read_only=True),
+            Mount(target=CONTAINER_SRC, source=str(pre.source_dir.resolve()), type="bind", read_only=True),
             Mount(target=CONTAINER_OUT, source=str(Path(cache_dir).resolve()), type="bind", read_only=False),
         ],
         "environment": env,
@@ -136,71 +117,79 @@ def docker_build_kwargs(
         "retrieve_output": False,
         "tty": False,
         "docker_url": docker_url or os.environ.get("DOCKER_HOST", "unix://var/run/docker.sock"),
-        "labels": {"gcbench.tokenizer": impl, "gcbench.source_hash": source_hash[:16]},
+        "labels": {"gcbench.tokenizer": pre.name, "gcbench.source_hash": source_hash[:16]},
     }
 
 
-def docker_build_output(impl: str, cache_dir: Path, source_hash: str) -> Path:
-    """Where the container leaves the binary (host side of /out)."""
-    stage = Path(cache_dir) / f".docker-build-{source_hash[:16]}"
-    if impl == "go":
-        return stage / "gcbench-tok-go"
-    return stage / "cargo-target" / "release" / "gcbench-tok-rust"
+def docker_build_output(pre: Preprocessor, cache_dir: Path, source_hash: str) -> Path:
+    """Where the container leaves the binary (host side of the declared ``artifact``)."""
+    in_container = _fill(pre.decl.build.artifact, _container_values(pre, source_hash))
+    return Path(cache_dir) / Path(in_container).relative_to(CONTAINER_OUT)
+
+
+def _ensure_image(pre: Preprocessor, client: Any, image: str) -> None:
+    import docker
+
+    try:
+        client.images.get(image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    if pre.dockerfile() is None:
+        raise TokenizerBuildError(
+            pre.name, pre.source_dir, f"toolchain image {image} not found and no build.dockerfile is declared"
+        )
+    argv = toolchain_image_build_argv(pre, base_image=os.environ.get("GCBENCH_BASE_IMAGE") or None)
+    print("making the toolchain image:", " ".join(argv))
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
+        raise TokenizerBuildError(pre.name, pre.dockerfile(), f"docker build of {image} failed:\n{tail}")
 
 
 def build_in_docker(
-    impl: str,
-    cache_dir: Path,
-    context: Any,
-    *,
-    native_dir: Path | None = None,
-    image: str | None = None,
-    docker_url: str | None = None,
+    pre: Preprocessor, cache_dir: Path, context: Any, *, image: str | None = None, docker_url: str | None = None
 ) -> Path:
-    """Build ``gcbench-tok-<impl>`` in a container (inside the current Airflow task),
-    or reuse the cached binary.
+    """Build ``pre`` in a container (inside the current Airflow task), or reuse the
+    cached binary; then check it against the reference (:func:`ensure_conformant`).
 
     Returns:
-        The executable in ``cache_dir`` (as :func:`gcbench.tokenizer.build.build_local`).
+        The conformant executable in ``cache_dir``.
 
     Raises:
-        TokenizerBuildError: the toolchain image is missing (the message gives the
-            ``docker build`` command that makes it) or the compiler failed (its output
-            is in the task log, the last lines in the message).
+        TokenizerBuildError: the toolchain image is missing and cannot be made, the
+            compiler failed (its output is in the task log, the last lines in the
+            message); ConformanceError: ids differ from the reference.
     """
-    tok = tokenizer(impl, native_dir)
-    source_hash = tok.source_hash()
-    target = Path(cache_dir) / f"{tok.binary_name}-{source_hash[:16]}"
-    if is_built(target):
-        return target
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    kwargs = docker_build_kwargs(impl, cache_dir, native_dir=native_dir, image=image, docker_url=docker_url)
+    source_hash = pre.source_hash()
+    target = pre.cached_binary(cache_dir, source_hash)
+    if not is_built(target):
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        kwargs = docker_build_kwargs(pre, cache_dir, image=image, docker_url=docker_url)
 
-    import docker
-    from airflow.exceptions import AirflowException
-    from airflow.providers.docker.operators.docker import DockerOperator
+        import docker
+        from airflow.exceptions import AirflowException
+        from airflow.providers.docker.operators.docker import DockerOperator
 
-    try:
-        docker.DockerClient(base_url=kwargs["docker_url"]).images.get(kwargs["image"])
-    except docker.errors.ImageNotFound:
-        cmd = " ".join(toolchain_image_build_argv(impl, native_dir=native_dir))
-        raise TokenizerBuildError(
-            impl, tok.dockerfile, f"toolchain image {kwargs['image']} not found; make it with: {cmd}"
-        ) from None
-    op = DockerOperator(task_id=f"build_tokenizer_{impl}", **kwargs)
-    try:
-        op.execute(context)
-    except AirflowException as exc:
-        raise TokenizerBuildError(
-            impl, tok.source_dir, f"container build failed (compiler output above in the log): {exc}"
-        ) from None
-    produced = docker_build_output(impl, cache_dir, source_hash)
-    if not produced.is_file():
-        raise TokenizerBuildError(impl, tok.source_dir, f"container exited 0 but {produced} does not exist")
-    staging = target.with_name(f".{target.name}.build{os.getpid()}")
-    shutil.copy2(produced, staging)
-    os.chmod(staging, 0o755)
-    os.replace(staging, target)
-    shutil.rmtree(produced.parents[0] if impl == "go" else produced.parents[2], ignore_errors=True)
-    write_provenance(target, tok, source_hash, f"docker:{kwargs['image']}", "see image")
+        client = docker.DockerClient(base_url=kwargs["docker_url"])
+        _ensure_image(pre, client, kwargs["image"])
+        image_id = client.images.get(kwargs["image"]).id
+        op = DockerOperator(task_id=f"build_tokenizer_{pre.name}", **kwargs)
+        try:
+            op.execute(context)
+        except AirflowException as exc:
+            raise TokenizerBuildError(
+                pre.name, pre.source_dir, f"container build failed (compiler output above in the log): {exc}"
+            ) from None
+        produced = docker_build_output(pre, cache_dir, source_hash)
+        if not produced.is_file():
+            raise TokenizerBuildError(pre.name, pre.source_dir, f"container exited 0 but {produced} does not exist")
+        staging = target.with_name(f".{target.name}.build{os.getpid()}")
+        shutil.copy2(produced, staging)
+        os.chmod(staging, 0o755)
+        os.replace(staging, target)
+        shutil.rmtree(Path(cache_dir) / f".docker-build-{source_hash[:16]}", ignore_errors=True)
+        write_provenance(target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id)
+    ensure_conformant(pre, target, cache_dir)
     return target

@@ -246,9 +246,70 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
             f"the plan expands to {n} trials, more than Airflow's max_map_length "
             f"({limit}); split it into several plans or lower repetitions",
         )
+    check_preprocessors(plan, lines, source)
     from gcbench.plan.identifiers import check_airflow_identifiers
 
     check_airflow_identifiers(plan, lines, source)
+
+
+def check_preprocessors(plan: Plan, lines: dict | None = None, source: str = "<plan>") -> None:
+    """Every ``external-<name>`` a workload asks for is declared, and every plan
+    declaration has its sources on this machine.
+
+    Raises:
+        PlanError: an undeclared name (the message lists the declared ones), a plan
+            declaration taking a built-in's name, or one whose source folder is missing
+            or has no file matching its ``sources``.
+    """
+    from gcbench import kinds
+    from gcbench.tokenizer.errors import TokenizerBuildError
+    from gcbench.tokenizer.preprocessors import PATH_PREFIX, preprocessor_of_path
+
+    lines = lines or {}
+    try:
+        declared = plan.declared_preprocessors()
+    except ValueError as exc:
+        name = next((n for n in plan.preprocessors if str(exc).startswith(f"preprocessor {n!r}")), "")
+        raise PlanError(source, lines.get(("preprocessors", name)), f"preprocessors.{name}", str(exc)) from None
+    for name in plan.preprocessors:
+        try:
+            declared[name].source_files()
+        except TokenizerBuildError as exc:
+            raise PlanError(
+                source,
+                lines.get(("preprocessors", name, "source"), lines.get(("preprocessors", name))),
+                f"preprocessors.{name}.source",
+                f"{exc.message}: {exc.path}",
+            ) from None
+    for i, w in enumerate(plan.workloads):
+        kind = kinds.find(w.kind)
+        setting = kind.preprocessor_setting if kind else None
+        if setting is None:
+            continue
+        for where, values in (("settings", [w.settings.get(setting)]), ("matrix", list(w.matrix.get(setting, [])))):
+            for value in values:
+                used = preprocessor_of_path(value)
+                if used is not None and used not in declared:
+                    raise PlanError(
+                        source,
+                        lines.get(("workloads", i, where, setting), lines.get(("workloads", i))),
+                        f"workloads[{i}].{where}.{setting}",
+                        f"{value!r} names no declared preprocessor; declared: "
+                        + ", ".join(PATH_PREFIX + n for n in sorted(declared))
+                        + " (a plan declares its own under preprocessors:)",
+                    )
+
+
+def preprocessor_entries(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The spec entries (:meth:`Preprocessor.spec_entry`) of the preprocessors the plan's
+    trials use, by name (their sources hashed once per expansion)."""
+    from gcbench.plan.identifiers import preprocessors_used
+
+    used = preprocessors_used(plan)
+    if not used:
+        return {}
+    declared = plan.declared_preprocessors()
+    return {name: declared[name].spec_entry() for name in used}
 
 
 def _check_program(plan: Plan, w: WorkloadEntry, i: int, lines: dict, source: str) -> None:
@@ -309,13 +370,20 @@ def expand(
     repetitions = checked.repetitions
     wanted = set(checked.variants)
     specs: list[TrialSpec] = []
+    entries = preprocessor_entries(plan)
+    from gcbench import kinds
+    from gcbench.tokenizer.preprocessors import preprocessor_of_path
+
     for w in plan.workloads:
+        kind = kinds.find(w.kind)
+        setting = kind.preprocessor_setting if kind else None
         reps = repetitions or first_round(plan.repetitions_of(w))
         for combo in combinations(w):
             label = variant_label(w.name, combo)
             if wanted and label not in wanted:
                 continue
             settings = {**w.settings, **combo}
+            used = preprocessor_of_path(settings.get(setting)) if setting else None
             for rep in range((totals or {}).get(label, reps)):
                 spec = TrialSpec(
                     plan=plan.name,
@@ -332,6 +400,7 @@ def expand(
                     window=Amount.model_validate((w.window or plan.window).model_dump()),
                     energy=plan.energy,
                     program=w.program(),
+                    preprocessor=entries.get(used) if used else None,
                 )
                 specs.append(spec.with_id())
     limit = max_map_length()

@@ -122,7 +122,7 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
     for host, sets in host_device_sets(plan).items():
         field = ("hosts", host)
         out += [("task id", f"collect_{host}", field), ("queue", plan.hosts[host].queue, field + ("queue",))]
-        if external_tokenizers(plan):
+        if preprocessors_used(plan):
             out.append(("task id", f"build_tokenizers_{host}", field))
         for devices in sets:
             key = device_key(devices)
@@ -216,12 +216,20 @@ def trial_label(variant: str, repetition: int, trial_id: str) -> str:
     return variant[: MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
 
 
-def external_tokenizers(plan: Plan) -> list[str]:
-    """Native tokenizers ("go", "rust") the plan's TinyLM paths need."""
-    impls = set()
+def preprocessors_used(plan: Plan) -> list[str]:
+    """Names of the declared preprocessors the plan's trials use (the DAG builds these):
+    every ``external-<name>`` value of a kind's ``preprocessor_setting``, sorted."""
+    from gcbench import kinds
+    from gcbench.tokenizer.preprocessors import preprocessor_of_path
+
+    names = set()
     for w in plan.workloads:
-        paths = list(w.matrix.get("path", [])) + [w.settings.get("path")]
-        for p in paths:
-            if isinstance(p, str) and p.startswith("external-"):
-                impls.add(p.removeprefix("external-"))
-    return sorted(impls)
+        kind = kinds.find(w.kind)
+        setting = kind.preprocessor_setting if kind else None
+        if setting is None:
+            continue
+        for value in [*w.matrix.get(setting, []), w.settings.get(setting)]:
+            name = preprocessor_of_path(value)
+            if name is not None:
+                names.add(name)
+    return sorted(names)

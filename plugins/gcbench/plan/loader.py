@@ -417,6 +417,7 @@ def plan_from_text(text: str, source: str = "<string>") -> Plan:
     except ValidationError as exc:
         loc, msg = _first_error(exc)
         raise PlanError(source, _line_for(loc, lines), format_path(loc), msg) from None
+    plan.set_source(source)
     from gcbench.plan.expand import check_plan
 
     check_plan(plan, lines, source)

@@ -32,10 +32,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from gcbench.energy.base import CROSS_CHECK_FLAG_REL, CROSS_CHECK_INVALID_REL
 from gcbench.spec import Amount, EnergySettings, Scalar
+from gcbench.tokenizer.preprocessors import NAME_PATTERN as PREPROCESSOR_NAME
+from gcbench.tokenizer.preprocessors import PreprocessorDecl
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """Plan and workload names: lower-case letters, digits, ``-`` and ``_`` (they become dag_ids)."""
@@ -452,6 +454,9 @@ class Plan(_Strict):
             energy-regression check (used when ``schedule`` is set); export: where
             finished runs are logged (MLflow).
         hosts: optional multi-host mapping name -> queue and devices.
+        preprocessors: the plan's own preprocessing implementations by name
+            (:class:`gcbench.tokenizer.preprocessors.PreprocessorDecl`); each becomes a
+            valid TinyLM ``path: external-<name>`` beside the built-in ``go`` and ``rust``.
         workloads: at least one workload, names unique.
     """
 
@@ -474,7 +479,10 @@ class Plan(_Strict):
     regression: RegressionSettings = RegressionSettings()
     export: ExportSettings = ExportSettings()
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    preprocessors: dict[str, PreprocessorDecl] = Field(default_factory=dict)
     workloads: list[WorkloadEntry] = Field(min_length=1)
+    _source: str = PrivateAttr(default="<plan>")
+    _dir: Any = PrivateAttr(default=None)
 
     @field_validator("schedule")
     @classmethod
@@ -491,6 +499,34 @@ class Plan(_Strict):
         if len(set(devices)) != len(devices):
             raise ValueError("a device is listed twice")
         return devices
+
+    @field_validator("preprocessors")
+    @classmethod
+    def _preprocessor_names(cls, decls: dict[str, PreprocessorDecl]) -> dict[str, PreprocessorDecl]:
+        for name in decls:
+            if not re.match(PREPROCESSOR_NAME, name):
+                raise ValueError(f"preprocessor name {name!r} must match {PREPROCESSOR_NAME} (it follows 'external-')")
+        return decls
+
+    def declared_preprocessors(self) -> dict:
+        """The built-in preprocessors and the plan's own, resolved on this machine
+        (:func:`gcbench.tokenizer.preprocessors.declared`; sources relative to the plan
+        file's folder, else the project).
+
+        Raises:
+            ValueError: a plan declaration takes a built-in's name.
+        """
+        from gcbench.tokenizer.preprocessors import declared
+
+        return declared(self.preprocessors, self._dir, self._source)
+
+    def set_source(self, source: str) -> None:
+        """Remember the plan's file (its folder resolves relative preprocessor sources)."""
+        from pathlib import Path
+
+        self._source = source
+        path = Path(source)
+        self._dir = path.resolve().parent if path.is_file() else None
 
     @field_validator("workloads")
     @classmethod

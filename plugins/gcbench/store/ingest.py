@@ -267,7 +267,10 @@ def _store_trial(
         elif exit_code is not None:
             error = f"trial process ended without a result (exit status {exit_code})"
         elif not (outdir / "trial.log").exists():
-            error = "trial never ran: the runner could not start it (see the run_trial task log)"
+            error = (
+                "trial never ran: the runner could not start it, or a task it waits for failed "
+                "(see the run_trial and build_tokenizers task logs)"
+            )
         else:
             error = "trial process ended without a result"
         partial = True

@@ -62,6 +62,8 @@ def trials_frame(conn, dag_run_pk: int):
     samples_partial, samples_dropped, ingest_notes (list of what collect changed to
     store the trial), settings (the requested workload settings), settings_not_in_effect
     (``{setting: reason}`` from result.json; None where the trial did not record it),
+    preprocessor (the spec's declared preprocessor version, or None), preprocessor_build
+    (result.json's build record of it, or None),
     window_start_s, window_end_s, idle_power_w, the metrics of
     :data:`METRIC_COLUMNS` and any other stored metric; text metrics are columns too.
     """
@@ -72,7 +74,7 @@ def trials_frame(conn, dag_run_pk: int):
             "SELECT id, trial_id, variant, workload, kind, repetition, status, error, valid, reasons, flags, "
             "spec->'factors', gpu_method, cpu_method, simulated, samples_count, samples_partial, "
             "result->'windows', result->'energy'->'main'->'gpu', samples_dropped, ingest_notes, "
-            "spec->'settings', result->'settings_not_in_effect' "
+            "spec->'settings', result->'settings_not_in_effect', spec->'preprocessor', result->'preprocessor' "
             "FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
             (dag_run_pk,),
         )
@@ -108,6 +110,8 @@ def trials_frame(conn, dag_run_pk: int):
         "ingest_notes",
         "settings",
         "settings_not_in_effect",
+        "preprocessor",
+        "preprocessor_build",
     ]
     df = pd.DataFrame(rows, columns=cols)
     df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]

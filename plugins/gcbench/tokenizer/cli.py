@@ -18,7 +18,6 @@ locale's encoding.
 from __future__ import annotations
 
 import time
-from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -39,14 +38,6 @@ def _fail(exc: TokenizerError) -> typer.Exit:
     exit code of the error."""
     echo_raw(f"error: {exc}", err=True)
     return typer.Exit(exc.exit_code)
-
-
-class Impl(StrEnum):
-    """Tokenizer implementations."""
-
-    python = "python"
-    go = "go"
-    rust = "rust"
 
 
 @tokenizer_app.command("train")
@@ -85,7 +76,9 @@ def corpus_command(out: str = typer.Argument(..., help="File to write.")) -> Non
 
 
 def tokenize_command(
-    impl: Impl = typer.Option(Impl.python, "--impl", help="Implementation: python (reference), go or rust."),
+    impl: str = typer.Option(
+        "python", "--impl", help="Implementation: python (the reference) or a built-in preprocessor (go, rust)."
+    ),
     merges: str = typer.Option(..., "--merges", help="Merges file."),
     corpus: str = typer.Option(..., "--in", help="Corpus to tokenize."),
     out: str = typer.Option(..., "--out", help="Token file to write."),
@@ -95,10 +88,12 @@ def tokenize_command(
     from gcbench.tokenizer.native import tokenize_file
 
     try:
-        run = tokenize_file(impl.value, merges, corpus, out, cache_dir=cache_dir)
+        run = tokenize_file(impl, merges, corpus, out, cache_dir=cache_dir)
     except TokenizerError as exc:
         raise _fail(exc) from None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--impl") from None
     echo_raw(
-        f"{out}: {run.tokens} tokens from {run.bytes} bytes with {impl.value} "
+        f"{out}: {run.tokens} tokens from {run.bytes} bytes with {impl} "
         f"(encode {run.encode_s:.3f} s, {run.mb_per_s:.1f} MB/s)"
     )

@@ -1,6 +1,6 @@
 """Running the native tokenizers (``gcbench-tok-go``, ``gcbench-tok-rust``) from Python.
 
-:func:`run_native` runs a built binary (see :mod:`gcbench.tokenizer.build` for the
+:func:`run_native` runs a built binary (see :mod:`gcbench.tokenizer.preprocessors` for the
 build) as an argv list and turns its exit code and message into the same exception the
 Python reference raises for that fault (the codes are listed in
 :mod:`gcbench.tokenizer.errors`), with the same text: the programs print the operating
@@ -111,7 +111,7 @@ def _native_error(code: int, stderr: str, binary: str, merges: str, corpus: str,
     # One message, "<prog>: error: <path>: <message>\n"; a path may hold newlines, so the
     # whole of stderr is the message (Go's runtime or a Rust panic may add more lines).
     text = stderr.removesuffix("\n") if stderr.strip() else f"exit status {code}"
-    message = re.sub(r"^gcbench-tok-(?:go|rust): error: ", "", text)
+    message = re.sub(r"^gcbench-tok-[a-z0-9_]+: error: ", "", text)
     for path in (merges, corpus, out):
         if message.startswith(path + ": "):
             message = message[len(path) + 2 :]
@@ -139,11 +139,13 @@ def tokenize_file(
     *,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> NativeRun:
-    """Tokenize a corpus file with ``impl`` (``python``, ``go`` or ``rust``) into ``out``.
+    """Tokenize a corpus file with ``impl`` (``python`` or a built-in preprocessor's name)
+    into ``out``.
 
-    ``go`` and ``rust`` build (or reuse) the binary with
-    :func:`gcbench.tokenizer.build.build_local` in ``cache_dir`` (default
-    ``<GCBENCH_HOME>/tools``, as the DAG). All three write byte-identical files.
+    A built-in preprocessor (``native/preprocessors.yaml``: ``go``, ``rust``) is built (or
+    reused) and checked against the reference with
+    :func:`gcbench.tokenizer.preprocessors.build_local` in ``cache_dir`` (default
+    ``<GCBENCH_HOME>/tools``, as the DAG). All write byte-identical files.
 
     Raises:
         The errors of :func:`run_native`, of the build (TokenizerBuildError), and for
@@ -165,13 +167,14 @@ def tokenize_file(
         encode_s = time.perf_counter() - t0
         count = write_tokens(out, ids, m)
         return NativeRun("python", len(data), count, encode_s, time.perf_counter() - started)
-    if impl not in ("go", "rust"):
-        raise ValueError(f"unknown tokenizer implementation {impl!r}; expected python, go or rust")
-    from gcbench.tokenizer.build import build_local
+    from gcbench.tokenizer.preprocessors import build_local, builtin
 
+    shipped = builtin()
+    if impl not in shipped:
+        raise ValueError(f"unknown tokenizer implementation {impl!r}; expected one of python, {', '.join(shipped)}")
     if cache_dir is None:
         from gcbench import config
 
         cache_dir = config.home() / "tools"
-    binary = build_local(impl, Path(cache_dir))
+    binary = build_local(shipped[impl], Path(cache_dir))
     return run_native(binary, merges, corpus, out)

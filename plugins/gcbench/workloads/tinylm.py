@@ -1,4 +1,4 @@
-"""TinyLM training or inference, fed by one of three preprocessing paths.
+"""TinyLM training or inference, fed in-process or by a declared preprocessor.
 
 The execution-regime study compares where the text becomes token ids:
 
@@ -6,12 +6,15 @@ The execution-regime study compares where the text becomes token ids:
   text is encoded by the Python reference encoder (:class:`gcbench.tokenizer.Encoder`)
   just before it is copied to the device, as a pure-PyTorch pipeline does; the main
   window therefore holds tokenization and model work together.
-* ``external-go`` / ``external-rust``: the whole corpus is tokenized beforehand by the
-  native program (``gcbench-tok-go`` / ``gcbench-tok-rust``, run as an argv list, never
-  through a shell) inside its own measured window ``tokenize`` (duration; CPU energy
-  where RAPL is readable), and the main window reads ids from the memory-mapped token
-  file (:func:`gcbench.tokenizer.read_tokens`, which refuses a file made with other
-  merges).
+* ``external-<name>``: the whole corpus is tokenized beforehand by a declared
+  preprocessor (:mod:`gcbench.tokenizer.preprocessors`: the built-in ``go`` and ``rust``
+  or a plan's own; its declared ``run`` argv, never a shell) inside its own measured
+  window ``tokenize`` (duration; CPU energy where RAPL is readable); an ``output: ids``
+  file is converted into a token file after that window; the main window reads ids
+  from the memory-mapped token file (:func:`gcbench.tokenizer.read_tokens`, which
+  refuses a file made with other merges). The binary is the one the DAG's build task
+  built and checked against the reference for the spec's source version
+  (``spec.preprocessor``); its build identity goes into the result.
 
 The trial reports J/token of the GPU window alone and end to end (the ``tokenize``
 window added), so both views of the regime comparison come from one trial.
@@ -39,9 +42,9 @@ Merges: the ``merges`` file when given, else trained once from the corpus with
 Settings (defaults): layers 2, d_model 128, heads 4, context_length 128, batch_size 8,
 precision ``fp32``, mode ``infer``, path ``torch``, corpus None (Python's
 ``pydoc_data.topics``), merges None, vocab_size 2048, lr 3e-4, cache_dir None
-(``$GCBENCH_HOME/cache/tinylm``), tokenizer_bin None (built by
-``gcbench.tokenizer.build.build_local`` into ``$GCBENCH_HOME/tools``),
-tokenize_timeout_s 600.
+(``$GCBENCH_HOME/cache/tinylm``), tokenizer_bin None (a binary to run instead of the
+declared preprocessor's conformant build, with its declared ``run`` argv; recorded as
+such), tokenize_timeout_s 600.
 
 Window: steps, or seconds (whole steps until the time is reached); CUDA work is
 synchronised before the window closes.
@@ -52,7 +55,8 @@ loss (last step's mean cross-entropy, nats/token), loss_mean (over the window), 
 path, precision, precision_effective, device_kind, parameters, vocab_size (effective),
 merges_sha256, corpus_bytes, corpus_sha256, tokenized_in_window_tokens (torch path: ids
 the encoder produced inside the main window), and for external paths
-tokenize_duration_s, tokenize_tokens, tokenizer_impl, tokenizer_bin; settings_effective
+tokenize_duration_s, tokenize_tokens, tokenizer_impl, tokenizer_bin and ``preprocessor``
+(name, source and binary SHA-256, toolchain, builder, image id, conformance); settings_effective
 and settings_not_in_effect (:func:`gcbench.workloads.effective`): ``precision: amp``
 without CUDA is not in effect (bfloat16 autocast on the CPU is not the float16 AMP a
 GPU runs).
@@ -63,13 +67,14 @@ Raises:
     SkipTrial: bf16 requested on a GPU without bf16 (``not_in_effect`` names precision).
     gcbench.tokenizer.TokenizerError (and subclasses): unreadable corpus or merges,
         failed tokenizer build, token file from other merges.
-    RuntimeError: the native tokenizer exited non-zero (with its stderr).
+    gcbench.tokenizer.TokenizerError: the preprocessor exited non-zero (with its
+        stderr), or its version is not built and conformant.
 """
 
 from __future__ import annotations
 
 import hashlib
-import subprocess
+import re
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -97,7 +102,8 @@ DEFAULTS: dict[str, Any] = {
     "tokenizer_bin": None,
     "tokenize_timeout_s": 600,
 }
-PATHS = ("torch", "external-go", "external-rust")
+IN_PROCESS_PATH = "torch"
+"""The ``path`` that tokenizes inside the PyTorch process; every other is ``external-<name>``."""
 
 
 # ----------------------------------------------------------------------------------
@@ -231,23 +237,44 @@ def corpus_file(cfg: dict[str, Any], corpus: bytes, cache: Path) -> Path:
     return path
 
 
-def tokenizer_binary(cfg: dict[str, Any], impl: str) -> Path:
-    """The native tokenizer: ``tokenizer_bin`` when set, else built (cached) by build_local."""
+def preprocessor_entry(spec: TrialSpec, path: str) -> dict[str, Any]:
+    """The spec's preprocessor (name, source version, run argv, output), or for a spec
+    written without one (a built-in named by ``path``) the built-in's current version.
+
+    Raises:
+        ValueError: ``path`` names no built-in and the spec carries no preprocessor.
+    """
+    from gcbench.tokenizer import preprocessors
+
+    name = preprocessors.preprocessor_of_path(path)
+    if spec.preprocessor and spec.preprocessor.get("name") == name:
+        return dict(spec.preprocessor)
+    shipped = preprocessors.builtin()
+    if name not in shipped:
+        raise ValueError(f"tinylm path {path!r}: the trial spec carries no declaration of preprocessor {name!r}")
+    return shipped[name].spec_entry()
+
+
+def tokenizer_binary(cfg: dict[str, Any], entry: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """The binary to run and its build record: ``tokenizer_bin`` when set (recorded as
+    not checked), else the conformant build of the spec's version
+    (:func:`gcbench.tokenizer.preprocessors.conformant_binary`).
+
+    Raises:
+        SkipTrial: that version is not built or failed its conformance check: the trial
+            is stored as skipped with the reason, nothing is measured.
+    """
     if cfg["tokenizer_bin"]:
-        return Path(cfg["tokenizer_bin"])
+        return Path(cfg["tokenizer_bin"]), {"name": entry["name"], "tokenizer_bin": str(cfg["tokenizer_bin"])}
     from gcbench import config
-    from gcbench.tokenizer.build import build_local
+    from gcbench.errors import SkipTrial
+    from gcbench.tokenizer.errors import TokenizerBuildError
+    from gcbench.tokenizer.preprocessors import conformant_binary
 
-    return Path(build_local(impl, config.home() / "tools"))
-
-
-def run_native_tokenizer(binary: Path, merges_path: Path, corpus_path: Path, out_path: Path, timeout_s: float) -> None:
-    """``BINARY --merges M --in CORPUS --out TOKENS`` as an argv list; RuntimeError on failure."""
-    argv = [str(binary), "--merges", str(merges_path), "--in", str(corpus_path), "--out", str(out_path)]
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False)
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip()[-2000:]
-        raise RuntimeError(f"{binary.name} exited with status {proc.returncode}: {err}")
+    try:
+        return conformant_binary(entry, config.home() / "tools")
+    except TokenizerBuildError as exc:  # not built, or not identical to the reference: never measured
+        raise SkipTrial(exc.message) from None
 
 
 # ----------------------------------------------------------------------------------
@@ -259,8 +286,14 @@ def check_settings(cfg: dict[str, Any]) -> None:
     """Raise ValueError on unknown choices or inconsistent sizes."""
     if cfg["mode"] not in ("infer", "train"):
         raise ValueError(f"tinylm mode must be infer or train, got {cfg['mode']!r}")
-    if cfg["path"] not in PATHS:
-        raise ValueError(f"tinylm path must be one of {', '.join(PATHS)}, got {cfg['path']!r}")
+    from gcbench.tokenizer.preprocessors import NAME_PATTERN, PATH_PREFIX, preprocessor_of_path
+
+    name = preprocessor_of_path(cfg["path"])
+    if cfg["path"] != IN_PROCESS_PATH and (name is None or not re.match(NAME_PATTERN, name)):
+        raise ValueError(
+            f"tinylm path must be {IN_PROCESS_PATH} or {PATH_PREFIX}<name> of a declared preprocessor, "
+            f"got {cfg['path']!r}"
+        )
     if cfg["precision"] not in ("fp32", "bf16", "amp"):
         raise ValueError(f"tinylm precision must be fp32, bf16 or amp, got {cfg['precision']!r}")
     for key in ("layers", "d_model", "heads", "context_length", "batch_size"):
@@ -294,11 +327,13 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     T, B = int(cfg["context_length"]), int(cfg["batch_size"])
     out: dict[str, Any] = {}
 
-    if cfg["path"] == "torch":
+    if cfg["path"] == IN_PROCESS_PATH:
         source: Any = StreamSource(corpus, tokenizer.Encoder(merges), T)
     else:
-        impl = cfg["path"].removeprefix("external-")
-        binary = tokenizer_binary(cfg, impl)
+        from gcbench.tokenizer import preprocessors
+
+        entry = preprocessor_entry(spec, cfg["path"])
+        binary, record = tokenizer_binary(cfg, entry)
         merges_path = (
             Path(cfg["merges"])
             if cfg["merges"]
@@ -309,16 +344,22 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         tok_path.unlink(missing_ok=True)
         with ctx.window("tokenize"):
             t0 = time.monotonic()
-            run_native_tokenizer(binary, merges_path, in_path, tok_path, float(cfg["tokenize_timeout_s"]))
+            raw = preprocessors.tokenize(
+                entry, binary, merges_path, in_path, tok_path, float(cfg["tokenize_timeout_s"])
+            )
             tokenize_s = time.monotonic() - t0
+        if raw != tok_path:  # output: ids, converted outside the window
+            preprocessors.convert_ids(raw, tok_path, merges)
+            raw.unlink(missing_ok=True)
         ids = tokenizer.read_tokens(tok_path, merges)
         source = MemmapSource(ids, T)
         out.update(
             {
                 "tokenize_duration_s": tokenize_s,
                 "tokenize_tokens": int(len(ids)),
-                "tokenizer_impl": impl,
+                "tokenizer_impl": entry["name"],
                 "tokenizer_bin": str(binary),
+                "preprocessor": {k: v for k, v in record.items() if k != "binary"},
             }
         )
 
@@ -410,13 +451,15 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             "merges_sha256": merges.sha256,
             "corpus_bytes": len(corpus),
             "corpus_sha256": _sha256(corpus),
-            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before) if cfg["path"] == "torch" else 0,
+            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before)
+            if cfg["path"] == IN_PROCESS_PATH
+            else 0,
             **effective(
                 cfg, {"precision": precision_effective} if precision_effective != precision else None, not_in_effect
             ),
         }
     )
-    if cfg["path"] != "torch":
+    if cfg["path"] != IN_PROCESS_PATH:
         del source, ids
         (Path(ctx.outdir) / "corpus.tok").unlink(missing_ok=True)
     return out
@@ -435,5 +478,6 @@ KIND = WorkloadKind(
     paired=("j_per_token", "tokens_per_s"),
     energy_time=(("j_per_token",), "s_per_token"),
     study="regime-tokens",
+    preprocessor_setting="path",
 )
 """The kind's registration (entry point ``tinylm`` of group ``gcbench.workloads``)."""

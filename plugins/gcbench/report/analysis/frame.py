@@ -82,6 +82,9 @@ def normalize_trials(trials: pd.DataFrame) -> pd.DataFrame:
     df["workload"] = [_text(v) or "workload" for v in df["workload"]]
     df["kind"] = [_text(v) or "unknown" for v in df["kind"]]
     df["used"] = (df["status"] == "ok") & (df["valid"].map(lambda v: v is True))
+    from gcbench.report.analysis.preprocessors import split_versions
+
+    df = split_versions(df)
     df["not_in_effect"] = pd.Series(trial_not_in_effect(df), index=df.index, dtype=object)
     return df
 

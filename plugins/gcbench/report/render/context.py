@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gcbench import stats
 from gcbench.report.analysis.core import Analysis
+from gcbench.report.analysis.preprocessors import preprocessor_rows
 from gcbench.report.fmt import fmt_num, fmt_p
 from gcbench.report.metrics import info, is_simulated_metric, kind_metrics
 from gcbench.report.render import tables
@@ -367,6 +368,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         band_low=s.band[0],
         band_high=s.band[1],
         carbon_sources=carbon_sources_sentence(a.trials),
+        preprocessors=preprocessor_rows(a.trials),
         co2e_total=dict(
             energy=tables.fmt_in(ct["energy_kwh"], e_unit),
             energy_unit=e_unit.label,
