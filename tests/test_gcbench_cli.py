@@ -245,3 +245,24 @@ def test_runs_outside_the_checkout_uses_the_checkouts_home_and_says_which_databa
         f"home {REPO / '.gcbench'} (the checkout gcbench is installed from)"
     )
     assert not (elsewhere / ".gcbench").exists()
+
+
+def test_doctor_lists_the_declared_preprocessors_and_whether_their_toolchain_is_here():
+    import json
+    import shutil
+
+    script = Path(sys.executable).with_name("gcbench")
+    proc = subprocess.run(
+        [str(script), "doctor", "--json", "--plan", str(REPO / "examples" / "tokenizer-c" / "plan.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)["preprocessors"]
+    assert sorted(found) == ["c", "go", "rust"]
+    assert found["c"]["source"] == str(REPO / "examples" / "tokenizer-c")
+    assert found["c"]["declared_in"].endswith("examples/tokenizer-c/plan.yaml")
+    assert found["go"]["declared_in"] == str(REPO / "native" / "preprocessors.yaml")
+    cc = "cc found" if shutil.which("cc") else "cc not on PATH"
+    assert found["c"]["toolchain"].startswith(cc)

@@ -240,10 +240,10 @@ def doctor_cmd(
     from gcbench.energy import doctor
 
     say_database()
+    from gcbench.plan.loader import load_plan
+
     node_settings = None
     if plan is not None:
-        from gcbench.plan.loader import load_plan
-
         node_settings = load_plan(plan).energy.node  # PlanError: file, line, field (the CLI's one line)
     findings = doctor.diagnose(rapl_root=rapl_root, node_settings=node_settings)
     try:
@@ -255,11 +255,43 @@ def doctor_cmd(
         installed = {"error": str(exc)}
         kinds_text = f"workload kinds: BROKEN REGISTRATION: {exc}"
     findings["workload_kinds"] = installed
+    findings["preprocessors"] = _preprocessor_findings(load_plan(plan) if plan is not None else None)
     if as_json:
         typer.echo(json.dumps(findings, indent=2, default=str))
     else:
-        typer.echo(doctor.format_text({k: v for k, v in findings.items() if k != "workload_kinds"}))
+        typer.echo(
+            doctor.format_text({k: v for k, v in findings.items() if k not in ("workload_kinds", "preprocessors")})
+        )
         typer.echo(kinds_text)
+        typer.echo(
+            "preprocessors (path: external-<name>): "
+            + "; ".join(f"{name}: {p['toolchain']}" for name, p in findings["preprocessors"].items())
+        )
+
+
+def _preprocessor_findings(plan) -> dict[str, dict[str, str]]:
+    """The declared preprocessors (built-in, and the plan's with ``--plan``): where their
+    sources are and whether their build command's tool is on PATH here."""
+    import shutil
+
+    from gcbench.tokenizer.errors import TokenizerBuildError
+    from gcbench.tokenizer.preprocessors import declared
+
+    out: dict[str, dict[str, str]] = {}
+    try:
+        found = plan.declared_preprocessors() if plan is not None else declared()
+    except (TokenizerBuildError, ValueError) as exc:
+        return {"error": {"toolchain": str(exc), "source": ""}}
+    for name, pre in found.items():
+        tool = (pre.decl.build.local or pre.decl.build.command)[0]
+        out[name] = {
+            "source": str(pre.source_dir),
+            "declared_in": pre.origin,
+            "toolchain": f"{tool} found"
+            if shutil.which(tool)
+            else f"{tool} not on PATH (local builds fail; the docker runner builds in {pre.toolchain_image()})",
+        }
+    return out
 
 
 export_app = typer.Typer(no_args_is_help=True, help="Export stored runs: mlflow.")
