@@ -132,7 +132,7 @@ gpu-check:
 	bash scripts/gpu_check.sh $(GPU_RESULTS)
 
 gpu-studies:
-	bash scripts/gpu_check.sh $(GPU_RESULTS) studies
+	bash scripts/gpu_check.sh $(GPU_RESULTS) studies $(GPU_STUDIES_ARGS)
 
 clean:
 	rm -rf .gcbench reports

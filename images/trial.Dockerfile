@@ -7,7 +7,8 @@
 #
 # By default the base is a CUDA PyTorch image, which brings torch; gcbench is installed
 # without its dependencies (Airflow, pandas, ... are the orchestrator's, not the trial's)
-# plus the few packages the trial entry point imports.
+# plus the few packages the trial entry point imports (and Hugging Face tokenizers, for a
+# TinyLM plan with `tokenizer: hf`).
 #
 # BASE_IMAGE is a build argument so the same file builds where no registry is
 # reachable, on a Debian image made with debootstrap + `docker import`
@@ -64,7 +65,8 @@ RUN set -eu; \
     /opt/gcbench/bin/python -c "import torch" 2>/dev/null || { \
         echo "torch is neither in BASE_IMAGE nor given as TORCH_WHEEL (a wheel in images/local/); refusing to download it" >&2; \
         exit 1; }; \
-    /opt/gcbench/bin/python -m pip install "numpy>=1.26" "pydantic>=2.6,<3" "pyyaml>=6" "psutil>=5.9" "nvidia-ml-py>=12.535"
+    /opt/gcbench/bin/python -m pip install "numpy>=1.26" "pydantic>=2.6,<3" "pyyaml>=6" "psutil>=5.9" "nvidia-ml-py>=12.535" \
+        "tokenizers>=0.21"
 
 FROM system AS runtime
 COPY --from=packages /opt/gcbench /opt/gcbench

@@ -7,8 +7,11 @@
 # No virtual environment, Airflow or PostgreSQL is needed.
 #
 # Usage: scripts/gpu_check.sh [RESULTS_DIR]           the check (default docs/gpu-results; on the device: $OUT)
-#        scripts/gpu_check.sh RESULTS_DIR studies   short versions of both studies instead (under 5 minutes)
+#        scripts/gpu_check.sh RESULTS_DIR studies [ARGS]  short versions of both studies instead (under 5
+#                                                   minutes), ending with each factor's predicted and measured
+#                                                   direction (docs/studies.md); ARGS e.g. --dry-run
 # Environment: GPU_PYTHON (python3), WHEELHOUSE (.whl), GPU_SITE (/tmp/gcbench-gpu-site),
+#              GPU_STUDIES_DIR (.gcbench/gpu-studies: the studies' trial folders),
 #              GPU_CHECK_TIMEOUT_S (450: the check must end inside one 8-minute device call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +31,11 @@ fi
 export PYTHONPATH="$site:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 if [ "${2:-}" = studies ]; then
-    # trial folders stay in .gcbench/gpu-studies; only the summary goes to RESULTS_DIR
-    timeout "${GPU_CHECK_TIMEOUT_S:-450}" "$py" scripts/gpu_check_studies.py --out .gcbench/gpu-studies
-    mkdir -p "$out" && cp .gcbench/gpu-studies/summary.json "$out/gpu-studies-summary.json"
+    # trial folders stay in GPU_STUDIES_DIR; only the summary goes to RESULTS_DIR. Further
+    # arguments go to gpu_check_studies.py (--dry-run: the same page on the CPU, simulated)
+    work=${GPU_STUDIES_DIR:-.gcbench/gpu-studies}
+    timeout "${GPU_CHECK_TIMEOUT_S:-450}" "$py" scripts/gpu_check_studies.py --out "$work" "${@:3}"
+    mkdir -p "$out" && cp "$work/summary.json" "$out/gpu-studies-summary.json"
     exit 0
 fi
 exec timeout "${GPU_CHECK_TIMEOUT_S:-450}" "$py" scripts/gpu_check.py --out-dir "$out"

@@ -5,7 +5,9 @@ Runs real trials through the same entry point as the pipeline
 (:func:`gcbench.trial.run_trial`: energy meter, windows, derived metrics) and prints:
 
 * execution-regime study: TinyLM J/token per preprocessing path (torch, external-go,
-  external-rust) and regime (train, infer), GPU window alone and end to end;
+  external-rust) and regime (train, infer), GPU window alone and end to end, every path
+  fed by DataLoader workers (the pipeline of plans/regime.yaml), plus the torch path's
+  synchronous loop (``torch-sync``); the GPU's busy share beside each;
 * host-to-device copies: GB/s and GPU/CPU J/GB, pinned vs pageable;
 * multi-GPU/CO2e study (one GPU): ResNet-50/CIFAR-10 energy, time, accuracy and CO2e
   with no cap and at two power caps, where setting caps is permitted (root or
@@ -22,6 +24,12 @@ reported and skipped. ``--tiny --backend simulated`` runs the same script in abo
 minute on a CPU-only machine (figures then come from the simulated device and say so).
 Every trial's folder (result.json, samples.csv, trial.log) stays under ``--out``, and
 ``summary.json`` there holds the printed figures.
+
+Last, the page sets the direction each factor is predicted to move its metric
+(:data:`PREDICTIONS`, reasoned in docs/studies.md) beside the direction this run
+measured: one short run checks a direction, never a size (one trial per variant, no
+interval). ``--dry-run`` is ``--tiny --backend simulated`` on the CPU even where a GPU
+is visible: it checks the page, not the GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import json
 import sys
 import time
 import traceback
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +104,7 @@ def run(s: TrialSpec, out: Path) -> dict:
         "exit_code": code,
         "error": result.get("error"),
         "metrics": m,
+        "not_in_effect": result.get("settings_not_in_effect") or {},
         "energy_source": src,
         "wall_s": time.monotonic() - t0,
     }
@@ -102,6 +112,211 @@ def run(s: TrialSpec, out: Path) -> dict:
 
 def fmt(x, spec_: str = ".3g") -> str:
     return "-" if x is None else format(x, spec_)
+
+
+TIE_REL = 0.03
+"""A measured change within +-3 % is a tie: one trial per side cannot tell less apart."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What one factor is expected to do to one metric on a GPU (docs/studies.md).
+
+    Attributes:
+        study, factor: where it belongs (``regime``/``h2d``/``caps``; ``path``, ``loader``...).
+        comparison: the two variants in words, treatment first.
+        section, treat, base: the summary section and the two variant names compared.
+        metric: the metric compared (treatment against base).
+        predicted: ``higher``, ``lower`` or ``tie`` (within :data:`TIE_REL`).
+        seed: what the seed studies found on their hardware.
+    """
+
+    study: str
+    factor: str
+    comparison: str
+    section: str
+    treat: str
+    base: str
+    metric: str
+    predicted: str
+    seed: str
+
+
+PREDICTIONS = (
+    Prediction(
+        "regime",
+        "path",
+        "infer: torch vs external-go",
+        "tinylm",
+        "tinylm-infer-torch",
+        "tinylm-infer-external-go",
+        "gpu_j_per_token",
+        "tie",
+        "pure PyTorch -6.73 % GPU J/token in inference (its torch path: its own loop)",
+    ),
+    Prediction(
+        "regime",
+        "path",
+        "train: torch vs external-go",
+        "tinylm",
+        "tinylm-train-torch",
+        "tinylm-train-external-go",
+        "gpu_j_per_token",
+        "tie",
+        "training nearly tied",
+    ),
+    Prediction(
+        "regime",
+        "loader",
+        "infer: synchronous loop vs DataLoader",
+        "tinylm",
+        "tinylm-infer-torch-sync",
+        "tinylm-infer-torch",
+        "gpu_j_per_token",
+        "higher",
+        "not studied (one loop only)",
+    ),
+    Prediction(
+        "regime",
+        "loader",
+        "infer: synchronous loop vs DataLoader",
+        "tinylm",
+        "tinylm-infer-torch-sync",
+        "tinylm-infer-torch",
+        "gpu_busy_share",
+        "lower",
+        "not studied",
+    ),
+    Prediction(
+        "regime",
+        "loader",
+        "train: synchronous loop vs DataLoader",
+        "tinylm",
+        "tinylm-train-torch-sync",
+        "tinylm-train-torch",
+        "gpu_j_per_token",
+        "higher",
+        "not studied",
+    ),
+    Prediction(
+        "h2d",
+        "memory",
+        "pinned vs pageable",
+        "h2d",
+        "pinned",
+        "pageable",
+        "gb_per_s",
+        "higher",
+        "2.82x bandwidth (ARCHITECTURE.md's H200: 55 vs 6.5-7.4 GB/s)",
+    ),
+    Prediction(
+        "h2d",
+        "memory",
+        "pinned vs pageable",
+        "h2d",
+        "pinned",
+        "pageable",
+        "gpu_j_per_gb",
+        "lower",
+        "-19 % J/GB (H200: 2.3 vs 16.9-19.0 J/GB)",
+    ),
+    Prediction(
+        "caps",
+        "power_cap_w",
+        "lowest cap vs no cap",
+        "resnet",
+        "cap-low",
+        "cap-none",
+        "gpu_energy_j",
+        "lower",
+        "~250 W: -4.6 to -9.6 % energy",
+    ),
+    Prediction(
+        "caps",
+        "power_cap_w",
+        "lowest cap vs no cap",
+        "resnet",
+        "cap-low",
+        "cap-none",
+        "duration_s",
+        "higher",
+        "~250 W: +0.7 to +1.9 % time",
+    ),
+)
+"""The predicted directions the page checks (docs/studies.md says why for each)."""
+
+
+def direction(rel: float | None) -> str:
+    """``higher``, ``lower`` or ``tie`` of a relative change (None: unknown)."""
+    if rel is None:
+        return "unknown"
+    return "tie" if abs(rel) <= TIE_REL else "higher" if rel > 0 else "lower"
+
+
+def _h2d_side(summary: dict, memory: str) -> dict | None:
+    """The largest copy size's trial of ``memory`` (the clearest bandwidth)."""
+    rows = [r for r in summary.get("h2d", []) if r["variant"].split("-")[1] == memory]
+    return max(rows, key=lambda r: int(r["variant"].rsplit("-", 1)[1].removesuffix("MiB")), default=None)
+
+
+def _trial(summary: dict, section: str, name: str) -> dict | None:
+    rows = summary.get(section, [])
+    if section == "h2d":
+        return _h2d_side(summary, name)
+    if section == "resnet":
+        caps = [r for r in rows if r["variant"] != "resnet-cap-noneW"]
+        if name == "cap-none":
+            return next((r for r in rows if r["variant"] == "resnet-cap-noneW"), None)
+        return min(caps, key=lambda r: int(r["variant"].split("-")[2].removesuffix("W")), default=None)
+    return next((r for r in rows if r["variant"] == name), None)
+
+
+def measured_directions(summary: dict) -> list[dict]:
+    """Each :data:`PREDICTIONS` row with what this run measured: ``rel`` (treatment /
+    base - 1), ``measured`` (its direction, or why there is none), ``agrees`` (True,
+    False, or None when not measured)."""
+    out = []
+    for p in PREDICTIONS:
+        t, b = _trial(summary, p.section, p.treat), _trial(summary, p.section, p.base)
+        row = {**asdict(p), "rel": None, "treat_value": None, "base_value": None, "agrees": None}
+        why = None
+        if t is None or b is None:
+            why = "not run"
+        elif t.get("status") != "ok" or b.get("status") != "ok":
+            bad = t if t.get("status") != "ok" else b
+            why = f"{bad.get('status')} (above)"
+        elif p.factor in ((t.get("not_in_effect") or {}) | (b.get("not_in_effect") or {})):
+            why = f"{p.factor} not in effect"
+        else:
+            tv, bv = t["metrics"].get(p.metric), b["metrics"].get(p.metric)
+            row["treat_value"], row["base_value"] = tv, bv
+            if tv is None or bv is None or not bv:
+                why = f"{p.metric} unknown"
+            else:
+                row["rel"] = tv / bv - 1.0
+        row["measured"] = why or direction(row["rel"])
+        if row["rel"] is not None:
+            row["agrees"] = row["measured"] == p.predicted
+        out.append(row)
+    return out
+
+
+def print_directions(rows: list[dict]) -> None:
+    """The page's last table: predicted and measured direction side by side per factor."""
+    print(
+        "\nPredicted vs measured direction (docs/studies.md; one short run checks a direction, not a size;", flush=True
+    )
+    print(f"a change within +-{TIE_REL:.0%} is a tie)")
+    print(
+        f"{'study':7} {'factor':12} {'comparison':40} {'metric':16} {'predicted':9} {'measured':>26}  agrees  seed studies"
+    )
+    for r in rows:
+        rel = "" if r["rel"] is None else f"{100 * r['rel']:+.1f} % "
+        agrees = {True: "yes", False: "NO", None: "-"}[r["agrees"]]
+        print(
+            f"{r['study']:7} {r['factor']:12} {r['comparison']:40} {r['metric']:16} {r['predicted']:9} "
+            f"{rel + r['measured']:>26}  {agrees:6}  {r['seed']}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,15 +328,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="CPU-sized settings (seconds per trial)")
     ap.add_argument("--backend", default="auto", choices=["auto", "nvml", "nvidia-smi", "simulated"])
     ap.add_argument("--skip", nargs="*", default=[], choices=["tinylm", "h2d", "resnet"])
+    ap.add_argument("--dry-run", action="store_true", help="--tiny --backend simulated on the CPU: checks the page")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        args.tiny, args.backend = True, "simulated"
     args.out.mkdir(parents=True, exist_ok=True)
 
     import torch
 
-    cuda = torch.cuda.is_available()
+    cuda = torch.cuda.is_available() and not args.dry_run
     devices = [0] if cuda else []
     print(
-        f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA)'}; torch {torch.__version__}", flush=True
+        f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA)'}; torch {torch.__version__}"
+        + ("; DRY RUN: tiny settings on the SIMULATED device" if args.dry_run else ""),
+        flush=True,
     )
     energy = EnergySettings(backend=args.backend, sample_hz=20, counter_hz=10)
     tiny = args.tiny or not cuda
@@ -154,10 +374,14 @@ def main(argv: list[str] | None = None) -> int:
                     binaries[impl] = preprocessors.build_local(preprocessors.builtin()[impl], args.out / "tools")
                 except Exception as exc:  # noqa: BLE001
                     print(f"external-{impl}: tokenizer unavailable ({exc}); path skipped", flush=True)
+        # the pipeline of plans/regime.yaml: DataLoader workers on every path; torch-sync is the
+        # torch path's synchronous loop (loader workers 0)
+        workers = {"workers": 2 if tiny else 4, "prefetch": 2, "pin_memory": True}
         for mode in ("infer", "train"):
-            for path in ("torch", "external-go", "external-rust"):
-                settings = {**lm, "mode": mode, "path": path}
-                if path != "torch":
+            for path in ("torch", "torch-sync", "external-go", "external-rust"):
+                loader = {"workers": 0} if path == "torch-sync" else workers
+                settings = {**lm, "mode": mode, "path": path.removesuffix("-sync"), "loader": loader}
+                if path.startswith("external"):
                     b = binaries[path.removeprefix("external-")]
                     if b is None:
                         summary["tinylm"].append(
@@ -177,14 +401,17 @@ def main(argv: list[str] | None = None) -> int:
                 summary["tinylm"].append(r)
         print("\nTinyLM (execution regime)", flush=True)
         print(
-            f"{'mode':6} {'path':14} {'tokens/s':>10} {'GPU J/token':>12} {'e2e J/token':>12} {'tokenize s':>10}  status"
+            f"{'mode':6} {'path':14} {'tokens/s':>10} {'GPU J/token':>12} {'e2e J/token':>12} {'tokenize s':>10} "
+            f"{'GPU busy':>8}  status"
         )
         for r in summary["tinylm"]:
             m = r["metrics"]
             _, mode, path = r["variant"].split("-", 2)
+            busy = m.get("gpu_busy_share")
             print(
                 f"{mode:6} {path:14} {fmt(m.get('tokens_per_s'), '10.0f')} {fmt(m.get('gpu_j_per_token'), '12.4g')} "
-                f"{fmt(m.get('e2e_j_per_token'), '12.4g')} {fmt(m.get('tokenize_duration_s'), '10.3f')}  "
+                f"{fmt(m.get('e2e_j_per_token'), '12.4g')} {fmt(m.get('tokenize_duration_s'), '10.3f')} "
+                f"{'-' if busy is None else format(100 * busy, '7.1f') + '%'}  "
                 f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}"
             )
         for mode in ("infer", "train"):
@@ -293,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"time {100 * (m['duration_s'] - ref['duration_s']) / ref['duration_s']:+.1f} % vs no cap"
                 )
 
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    directions = measured_directions(summary)
+    print_directions(directions)
+    (args.out / "summary.json").write_text(json.dumps({**summary, "directions": directions}, indent=2, default=str))
     print(f"\ntotal {time.monotonic() - t_start:.0f} s; trials and summary.json under {args.out}", flush=True)
     return 0
 

@@ -55,6 +55,17 @@ class ProgramError(ValueError):
         super().__init__(message)
 
 
+class SettingError(ValueError):
+    """A bad value inside a structured setting (``loader.workers``): ``field`` is the
+    dotted path below ``settings`` (``loader.workers``), so that ``plan validate`` names
+    the exact line; a kind's ``check_settings`` raises it where a plain ValueError would
+    name only the setting."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
 class UnknownKind(KeyError):
     """A kind no installed package registers; the message lists the installed ones."""
 

@@ -39,6 +39,8 @@ METRIC_COLUMNS = (
     "gpu_energy_above_idle_j",
     "codecarbon_energy_j",
     "codecarbon_rel_error",
+    "gpu_busy_share",
+    "gpu_idle_share",
 )
 """Metric columns a trials frame may carry (unit in the name; NaN = unknown)."""
 

@@ -448,7 +448,9 @@ def derive_metrics(
         A flat dict. Energies in J, times in s, rates per s; None where unknown
         (an unknown CPU energy never becomes 0). J/token and J/GB are GPU energy over
         the main window; ``e2e_j_per_token`` adds CPU energy and the external
-        tokenization window where those are known. Each other named window ``w``
+        tokenization window where those are known. ``gpu_busy_share``,
+        ``gpu_idle_share`` (0..1) and ``gpu_busy_method`` are the main window's
+        (:class:`gcbench.energy.base.EnergyResult`). Each other named window ``w``
         (``prefill``, ``decode``; not the external ``tokenize`` step) adds
         ``w_duration_s``, ``w_gpu_energy_j``, ``w_cpu_energy_j`` and, from its own
         counts, its figures per unit (``w_j_per_token``, ``w_tokens_per_s``, ...).
@@ -483,6 +485,10 @@ def derive_metrics(
     if gpu_j is not None and duration_s and idle and all(p is not None for p in idle):
         m["gpu_energy_above_idle_j"] = gpu_j - sum(idle) * duration_s
     m.update(_unit_figures(counts, main, unit, energy.get("tokenize") or {}))
+    # why a J/token differs: the GPU's busy and idle share of the main window
+    m["gpu_busy_share"] = main.get("gpu_busy_share")
+    m["gpu_idle_share"] = main.get("gpu_idle_share")
+    m["gpu_busy_method"] = main.get("gpu_busy_method") if main.get("gpu_busy_share") is not None else None
     for key, win in energy.items():
         if key in ("main", "tokenize") or not isinstance(win, dict):
             continue
@@ -496,6 +502,31 @@ def derive_metrics(
             if name != "unit":
                 m[f"{key}_{name}"] = value
     return m
+
+
+def apply_trial_busy_share(energy: dict[str, Any], counts: dict[str, Any]) -> None:
+    """On the simulated device, the main window's busy share is the trial's own: the
+    workload's ``device_busy_s`` (time in copies and model steps) over the window's
+    duration, clipped to 0..1, with method :data:`gcbench.energy.base.TRIAL_BUSY_METHOD`.
+    Changes ``energy["main"]`` in place; nothing for a sensor's window or a workload
+    that reports no busy time."""
+    from gcbench.energy.base import TRIAL_BUSY_METHOD
+
+    main = energy.get("main")
+    busy = counts.get("device_busy_s")
+    if not isinstance(main, dict) or not main.get("simulated") or main.get("gpu_busy_share") is not None:
+        return
+    duration = main.get("duration_s")
+    if not isinstance(busy, (int, float)) or isinstance(busy, bool) or not duration or duration <= 0:
+        return
+    share = min(1.0, max(0.0, float(busy) / float(duration)))
+    main.update(
+        gpu_busy_share=share,
+        gpu_idle_share=1.0 - share,
+        gpu_busy_method=TRIAL_BUSY_METHOD,
+        gpu_busy_reads=0,
+        gpu_busy_reason=None,
+    )
 
 
 def stability_of(progress: dict[str, Any], windows: dict[str, Any]) -> dict[str, Any]:
@@ -646,6 +677,8 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
                 counts[unit] = counts.get(unit, 0) + n if isinstance(counts.get(unit, 0), (int, float)) else n
             for name, value in ctx.own_metrics.items():
                 counts.setdefault(name, value)
+        if energy:
+            apply_trial_busy_share(energy, counts)
         if energy and meter.origin_monotonic:
             result["host_share"] = hostshare.apply(energy, windows, meter.origin_monotonic, presence)
         presence.close()

@@ -72,6 +72,7 @@ class FakeGpus:
             "nvmlDeviceGetTemperature": lambda handle, s: 38,
             "nvmlDeviceGetClockInfo": lambda handle, c: 1980,
             "nvmlDeviceGetCurrentClocksEventReasons": lambda handle: 4,
+            "nvmlDeviceGetUtilizationRates": lambda handle: SimpleNamespace(gpu=(87, 12)[idx(handle)], memory=40),
             "nvmlSystemGetDriverVersion": lambda: "580.159.04",
             "nvmlSystemGetNVMLVersion": lambda: "13.580.159.04",
             "nvmlDeviceGetPowerManagementLimit": lambda handle: 700000,
@@ -151,6 +152,9 @@ def test_reader_converts_mw_and_mj_and_reads_clock_reasons(monkeypatch):
     assert row["power_instant_w"] == 120.0 and row["power_w"] == 119.5
     assert row["energy_j"] >= 5000.0 and row["temperature_c"] == 38
     assert row["sm_clock_mhz"] == 1980 and row["clocks_event_reasons"] == 4
+    # nvmlDeviceGetUtilizationRates().gpu: the share of the last sample period a kernel ran
+    assert row["gpu_util_pct"] == 87 and nvml.NvmlReader(nv, UUIDS).read(1, counter=False)["gpu_util_pct"] == 12
+    assert nvml.NvmlReader(nv, UUIDS).read(0, counter=False, extras=False)["gpu_util_pct"] is None
 
 
 def test_reader_falls_back_to_power_usage_when_field_values_fail(monkeypatch):

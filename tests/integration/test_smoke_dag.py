@@ -77,12 +77,23 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     assert 0 <= metrics[("resnet_cifar", "accuracy")][0] <= 1
     assert metrics[("noop", "duration_s")][0] >= 1.2
     assert metrics[("tinylm", "co2e_kg")][0] > 0
+    # the GPU's busy share of each window: on the simulated device, the trial's own busy time
+    assert 0 < metrics[("tinylm", "gpu_busy_share")][0] <= metrics[("tinylm", "gpu_busy_share")][1] <= 1
+    assert metrics[("tinylm", "loader_workers")] == (2.0, 2.0)  # the torch path through DataLoader workers
 
     report = Path(status["report"])
     assert report == Path(html_path) and report.exists()
     assert report.parent == tmp / "reports" / "smoke" / report.parent.name
     html = report.read_text()
-    for section in ("How this was measured", "SIMULATED", "Headlines", "CO2e", "tinylm-infer[path=torch]"):
+    for section in (
+        "How this was measured",
+        "SIMULATED",
+        "Headlines",
+        "CO2e",
+        "tinylm-infer[path=torch]",
+        "GPU busy share (%)",
+        "GPU idle share (%)",
+    ):
         assert section in html
     md = report.with_name("report.md").read_text()
     assert "| **SIMULATED** resnet |" in md or "resnet" in md
@@ -115,6 +126,7 @@ def test_smoke_dag_stores_every_trial_and_writes_the_report(gcbench_env, pg_url)
     ]
     tex = report.with_name("paper.tex").read_text()
     assert "\\toprule" in tex and "\\textbf{SIMULATED}" in tex and "GPU energy per token" in tex
+    assert "GPU busy" in tex and "GPU busy share (%)" in report.with_name("paper.md").read_text()
     missing = subprocess.run(
         [sys.executable, "-m", "gcbench.cli", "report", "no-such-run"],
         capture_output=True,

@@ -96,3 +96,125 @@ def test_shell_entry_fails_clearly_without_pydantic_or_wheels(tmp_path):
     assert proc.returncode == 2
     assert "has no pydantic and" in proc.stderr and "make gpu-wheels" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _studies_module():
+    spec = importlib.util.spec_from_file_location("gpu_check_studies", REPO / "scripts" / "gpu_check_studies.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ok(variant, **metrics):
+    return {"variant": variant, "status": "ok", "metrics": metrics, "not_in_effect": {}}
+
+
+def test_studies_directions_set_prediction_and_measurement_side_by_side():
+    st = _studies_module()
+    summary = {
+        "tinylm": [
+            _ok("tinylm-infer-torch", gpu_j_per_token=1.00, gpu_busy_share=0.95),
+            _ok("tinylm-infer-external-go", gpu_j_per_token=1.02),  # -2 %: a tie
+            _ok("tinylm-infer-torch-sync", gpu_j_per_token=1.30, gpu_busy_share=0.55),
+            {**_ok("tinylm-train-torch", gpu_j_per_token=2.0), "not_in_effect": {"loader": "no CUDA"}},
+            _ok("tinylm-train-external-go", gpu_j_per_token=1.5),
+        ],
+        "h2d": [
+            _ok("h2d-pinned-64MiB", gb_per_s=50.0, gpu_j_per_gb=2.3),
+            _ok("h2d-pageable-64MiB", gb_per_s=7.0, gpu_j_per_gb=17.0),
+            _ok("h2d-pinned-256MiB", gb_per_s=55.0, gpu_j_per_gb=2.5),
+            _ok("h2d-pageable-256MiB", gb_per_s=6.5, gpu_j_per_gb=19.0),
+        ],
+        "resnet": [
+            _ok("resnet-cap-noneW", gpu_energy_j=1000.0, duration_s=10.0),
+            _ok("resnet-cap-300W", gpu_energy_j=960.0, duration_s=10.1),
+            {"variant": "resnet-cap-200W", "status": "skipped", "error": "not permitted", "metrics": {}},
+        ],
+    }
+    rows = {(r["factor"], r["comparison"], r["metric"]): r for r in st.measured_directions(summary)}
+    assert len(rows) == len(st.PREDICTIONS) == 9
+    tie = rows[("path", "infer: torch vs external-go", "gpu_j_per_token")]
+    assert tie["predicted"] == "tie" and tie["measured"] == "tie" and tie["agrees"] is True
+    assert tie["rel"] == pytest.approx(1.00 / 1.02 - 1)
+    sync = rows[("loader", "infer: synchronous loop vs DataLoader", "gpu_j_per_token")]
+    assert (sync["measured"], sync["agrees"], round(sync["rel"], 3)) == ("higher", True, 0.3)
+    busy = rows[("loader", "infer: synchronous loop vs DataLoader", "gpu_busy_share")]
+    assert busy["measured"] == "lower" and busy["agrees"] is True
+    # the setting compared did not run as asked: no direction; a variant that did not run: said so
+    assert rows[("path", "train: torch vs external-go", "gpu_j_per_token")]["measured"] == "higher"
+    assert rows[("loader", "train: synchronous loop vs DataLoader", "gpu_j_per_token")]["measured"] == "not run"
+    # the largest copy size is compared
+    bw = rows[("memory", "pinned vs pageable", "gb_per_s")]
+    assert bw["rel"] == pytest.approx(55.0 / 6.5 - 1) and bw["agrees"] is True
+    assert rows[("memory", "pinned vs pageable", "gpu_j_per_gb")]["measured"] == "lower"
+    cap = rows[("power_cap_w", "lowest cap vs no cap", "gpu_energy_j")]
+    assert cap["measured"] == "skipped (above)" and cap["agrees"] is None
+
+
+@pytest.mark.slow
+def test_gpu_studies_dry_run_prints_predicted_and_measured_directions(tmp_path):
+    """``make gpu-studies``'s entry (scripts/gpu_check.sh ... studies) with --dry-run: real
+    trials on the CPU and the simulated device, external paths through a stand-in tokenizer."""
+    tok = tmp_path / "fake-tok"
+    tok.write_text(
+        f"#!{sys.executable}\n"
+        "import argparse, sys\n"
+        f"sys.path.insert(0, {str(REPO / 'plugins')!r})\n"
+        "from gcbench.tokenizer import Merges, Encoder, write_tokens\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--merges'); p.add_argument('--in', dest='inp'); p.add_argument('--out')\n"
+        "a = p.parse_args()\n"
+        "m = Merges.load(a.merges)\n"
+        "write_tokens(a.out, Encoder(m).encode(open(a.inp, 'rb').read()), m)\n"
+    )
+    tok.chmod(0o755)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(REPO / "scripts" / "gpu_check.sh"),
+            str(tmp_path / "results"),
+            "studies",
+            "--dry-run",
+            "--skip",
+            "resnet",
+            "--tok-go",
+            str(tok),
+            "--tok-rust",
+            str(tok),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "GPU_PYTHON": sys.executable,
+            "GPU_STUDIES_DIR": str(tmp_path / "work"),
+            "PYTHONPATH": str(REPO / "plugins"),
+        },
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "DRY RUN: tiny settings on the SIMULATED device" in out
+    page = out[out.index("Predicted vs measured direction") :]
+    head = page.splitlines()[2]
+    assert head.split()[:6] == ["study", "factor", "comparison", "metric", "predicted", "measured"]
+    lines = [ln for ln in page.splitlines()[3:] if ln.startswith(("regime", "h2d", "caps"))]
+    assert len(lines) == 9
+    summary = json.loads((tmp_path / "results" / "gpu-studies-summary.json").read_text())
+    directions = summary["directions"]
+    for line, d in zip(lines, directions, strict=True):
+        assert d["predicted"] in line and d["measured"] in line
+    by = {(d["factor"], d["comparison"], d["metric"]): d for d in directions}
+    path = by[("path", "infer: torch vs external-go", "gpu_j_per_token")]
+    # measured on real trials: both sides ran, the change and its direction are printed
+    assert path["rel"] is not None and path["measured"] in ("higher", "lower", "tie")
+    assert f"{100 * path['rel']:+.1f} % {path['measured']}" in page
+    # without CUDA, pinned memory (and the loader's pin_memory) are not in effect: no direction claimed
+    assert by[("memory", "pinned vs pageable", "gb_per_s")]["measured"] == "memory not in effect"
+    assert by[("loader", "infer: synchronous loop vs DataLoader", "gpu_j_per_token")]["measured"] == (
+        "loader not in effect"
+    )
+    assert by[("power_cap_w", "lowest cap vs no cap", "gpu_energy_j")]["measured"] == "not run"
+    busy = [r["metrics"].get("gpu_busy_share") for r in summary["tinylm"]]
+    assert all(b is not None and 0 < b <= 1 for b in busy)

@@ -91,6 +91,17 @@ class Facts:
         scope = "" if self.counter_scope in ("gpu", "package", "dram") else f"{self.counter_scope}-"
         return f"{self.label or self.name}-{scope}{how}"
 
+    def busy_method(self) -> str | None:
+        """Method label of the GPU busy share this backend gives: its sampled
+        utilization (``nvml-utilization-sampled``), the trial's own busy time for the
+        simulated device (:data:`gcbench.energy.base.TRIAL_BUSY_METHOD`), or None where
+        it reads no utilization."""
+        if self.simulated:
+            from gcbench.energy.base import TRIAL_BUSY_METHOD
+
+            return TRIAL_BUSY_METHOD
+        return f"{self.label or self.name}-utilization-sampled" if self.utilization else None
+
     def describe(self) -> str:
         """One line of what it reads (for ``gcbench doctor`` and docs)."""
         reads = [

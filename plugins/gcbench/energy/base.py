@@ -23,6 +23,15 @@ trial keeps what was measured:
 * RAPL rows (``source = rapl``): ``power_w`` is the mean power since the previous
   read of that domain.
 * empty cells are unknown values (CSV NULL), never 0.
+
+Utilization file (``utilization.csv`` beside samples.csv, :data:`UTILIZATION_COLUMNS`),
+written by the sampler where the backend reads the GPU's utilization (NVML's
+``nvmlDeviceGetUtilizationRates``: the percentage of its last sample period, 1/6 s to
+1 s by product, in which one or more kernels ran), one row per power read:
+
+    t_s,device,gpu_util_pct
+
+The meter averages it over each window into :attr:`EnergyResult.gpu_busy_share`.
 """
 
 from __future__ import annotations
@@ -41,6 +50,16 @@ SAMPLE_COLUMNS = (
     "clocks_event_reasons",
 )
 """Column order of samples.csv and of the ``samples`` table (after trial_id)."""
+
+UTILIZATION_FILE = "utilization.csv"
+UTILIZATION_COLUMNS = ("t_s", "device", "gpu_util_pct")
+"""Column order of utilization.csv (module doc)."""
+
+TRIAL_BUSY_METHOD = "simulated-trial-busy-time"
+"""Busy-share method where the simulated device is used: the trial's own time in device
+work (the workload's ``device_busy_s``: copies and model steps, timed by the host on a
+CPU device) over the window's duration. The model itself is busy whenever a window is
+open, so its own share would say nothing."""
 
 Source = str
 """The backend that wrote a row or figure: a name of :data:`gcbench.energy.backend.REGISTRY`, or ``none``."""
@@ -165,6 +184,14 @@ class EnergyResult:
         node_energy_j: its energy, J; None when unknown (``node.reason`` says why). It
             contains the GPU, CPU and DRAM figures: never added to them
             (:func:`gcbench.carbon.energy_total`).
+        gpu_busy_share: share of the window in which the trial's GPUs ran work, 0..1
+            (the mean over GPUs and reads of the backend's utilization, or the trial's
+            own busy time on the simulated device); None when unknown.
+        gpu_idle_share: 1 - gpu_busy_share; None when unknown.
+        gpu_busy_method: how the busy share was found (``nvml-utilization-sampled``,
+            :data:`TRIAL_BUSY_METHOD`), or None.
+        gpu_busy_reads: utilization reads averaged (0 for the trial's own busy time).
+        gpu_busy_reason: why the busy share is unknown, or None.
     """
 
     window_start_s: float
@@ -186,6 +213,11 @@ class EnergyResult:
     energy_scope: str = "gpu"
     node: DeviceEnergy | None = None
     node_energy_j: float | None = None
+    gpu_busy_share: float | None = None
+    gpu_idle_share: float | None = None
+    gpu_busy_method: str | None = None
+    gpu_busy_reads: int = 0
+    gpu_busy_reason: str | None = None
 
     @property
     def duration_s(self) -> float:

@@ -57,7 +57,14 @@ from typing import Any
 
 from gcbench.energy import backend, integrate
 from gcbench.energy.base import CROSS_CHECK_FLAG_REL, DeviceEnergy, EnergyResult
-from gcbench.energy.window import DeviceSeries, cpu_window_energy, gpu_window_energy, read_samples
+from gcbench.energy.window import (
+    DeviceSeries,
+    cpu_window_energy,
+    gpu_window_energy,
+    read_samples,
+    read_utilization,
+    window_busy_share,
+)
 from gcbench.errors import MeasurementError
 
 __all__ = ["DeviceSeries", "Meter", "cpu_window_energy", "gpu_window_energy", "read_samples", "wait_for_cooldown"]
@@ -503,6 +510,10 @@ class Meter:
 
     def _compute(self, not_ended: list[str]) -> dict[str, EnergyResult]:
         series = read_samples(self.samples_path) if self.samples_path.exists() else {}
+        from gcbench.energy.base import UTILIZATION_FILE
+
+        util = read_utilization(self.samples_path.with_name(UTILIZATION_FILE))
+        busy_method = self.facts.busy_method() if self.facts else None
         n_rows = sum(len(s.t_s) for s in series.values())
         simulated = bool(self.facts and self.facts.simulated)
         device_facts = self._opened.device_facts if self._opened else {}
@@ -627,6 +638,16 @@ class Meter:
                 node=node_dev,
                 node_energy_j=node_dev.energy_j if node_dev else None,
             )
+            r = results[key]
+            if simulated:  # the trial's own busy time fills it in (gcbench.trial.apply_trial_busy_share)
+                r.gpu_busy_method, r.gpu_busy_reason = busy_method, "the workload reported no device busy time"
+            elif busy_method is None:
+                r.gpu_busy_reason = f"{self.backend} reads no GPU utilization"
+            else:
+                share, reads, why = window_busy_share(util, [g["label"] for g in self.gpus], a, b)
+                r.gpu_busy_method, r.gpu_busy_reads, r.gpu_busy_reason = busy_method, reads, why
+                if share is not None:
+                    r.gpu_busy_share, r.gpu_idle_share = share, 1.0 - share
         return results
 
     def _node_energy(self, series: dict, a: float, b: float) -> DeviceEnergy | None:

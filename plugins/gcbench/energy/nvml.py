@@ -288,7 +288,8 @@ class NvmlReader:
 
     def read(self, i: int, counter: bool, extras: bool = True) -> dict:
         """Sample GPU ``i``: power (W), energy (J, when ``counter``), temperature,
-        SM clock and clocks-event reasons (when ``extras``)."""
+        SM clock, clocks-event reasons and utilization (``gpu_util_pct``,
+        nvmlDeviceGetUtilizationRates' ``gpu``) when ``extras``."""
         nv, h = self.nv, self.handles[i]
         row: dict = {
             "power_w": None,
@@ -297,6 +298,7 @@ class NvmlReader:
             "temperature_c": None,
             "sm_clock_mhz": None,
             "clocks_event_reasons": None,
+            "gpu_util_pct": None,
         }
         if counter:
             try:
@@ -321,10 +323,11 @@ class NvmlReader:
                 ("temperature_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
                 ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
                 ("clocks_event_reasons", lambda: self._reasons(h)),
+                ("gpu_util_pct", lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu),
             ):
                 try:
                     row[key] = fn()
-                except nv.NVMLError:
+                except (nv.NVMLError, AttributeError):  # an old pynvml without the call: unknown
                     pass
         return row
 

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gcbench.energy import backend
-from gcbench.energy.base import SAMPLE_COLUMNS
+from gcbench.energy.base import SAMPLE_COLUMNS, UTILIZATION_COLUMNS, UTILIZATION_FILE
 
 if TYPE_CHECKING:
     from typing import Any
@@ -110,6 +110,29 @@ class _Writer:
         self.f.close()
 
 
+class _UtilizationWriter:
+    """utilization.csv beside samples.csv (:data:`gcbench.energy.base.UTILIZATION_COLUMNS`),
+    opened at the first utilization read (a backend without one writes no file)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.f: Any = None
+
+    def row(self, t_s: float, device: str, pct) -> None:
+        if self.f is None:
+            self.f = open(self.path, "w", encoding="utf-8", newline="")
+            self.f.write(",".join(UTILIZATION_COLUMNS) + "\n")
+        self.f.write(f"{t_s:.6f},{device},{_fmt(float(pct), 1)}\n")
+
+    def flush(self) -> None:
+        if self.f is not None:
+            self.f.flush()
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+
+
 def _emit(obj: dict) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
@@ -125,6 +148,7 @@ class Sampler:
         self.backend = cfg["backend"]
         self.gpus = cfg["gpus"]
         self.writer = _Writer(cfg["samples_path"])
+        self.util = _UtilizationWriter(Path(cfg["samples_path"]).with_name(UTILIZATION_FILE))
         self.power_dt = 1.0 / float(cfg["sample_hz"])
         self.counter_dt = 1.0 / float(cfg["counter_hz"])
         self.burst_dt = float(cfg.get("burst_interval_s", 0.002))
@@ -244,6 +268,8 @@ class Sampler:
             # a model is read at an instant; a sensor read takes time: timed at its middle
             t = t0 if self.facts.simulated else (t0 + self.now()) / 2
             self.writer.row(t, g["label"], self.backend, row)
+            if row.get("gpu_util_pct") is not None:
+                self.util.row(t, g["label"], row["gpu_util_pct"])
             e = row.get("energy_j")
             if e is not None:
                 prev = self.last_energy.get(i)
@@ -419,6 +445,7 @@ class Sampler:
             if t >= next_flush:
                 self.write_node()
                 self.writer.flush()
+                self.util.flush()
                 next_flush = t + self.flush_dt
             if self.stopping and self.stop_deadline is not None and t > self.stop_deadline:
                 self.bursts.clear()
@@ -435,6 +462,7 @@ class Sampler:
             except subprocess.TimeoutExpired:  # pragma: no cover
                 self.child.kill()
         self.writer.close()
+        self.util.close()
         _emit(
             {
                 "done": True,

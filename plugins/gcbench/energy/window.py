@@ -237,3 +237,53 @@ def cpu_window_energy(
     dev.energy_j = float(np.interp(end_s, t, e) - np.interp(start_s, t, e))
     dev.update_period_s = float(np.median(np.diff(t)))
     return dev
+
+
+def read_utilization(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """utilization.csv -> ``{device: (t_s, gpu_util_pct)}`` (a line cut by a kill, or
+    not a number, is skipped); ``{}`` when the file is absent."""
+    rows: dict[str, list[tuple[float, float]]] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            next(f, None)  # header
+            for line in f:
+                parts = line.rstrip("\n").split(",")
+                if len(parts) != 3:
+                    continue
+                try:
+                    t, pct = float(parts[0]), float(parts[2])
+                except ValueError:
+                    continue
+                if np.isfinite(t) and np.isfinite(pct):
+                    rows.setdefault(parts[1], []).append((t, pct))
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for device, pairs in rows.items():
+        pairs.sort()
+        arr = np.asarray(pairs, dtype=float)
+        out[device] = (arr[:, 0], arr[:, 1])
+    return out
+
+
+def window_busy_share(
+    util: dict[str, tuple[np.ndarray, np.ndarray]], devices: list[str], start_s: float, end_s: float
+) -> tuple[float | None, int, str | None]:
+    """The GPUs' busy share over ``[start_s, end_s]`` from their utilization reads.
+
+    Each device's reads inside the window are averaged (each covers the driver's last
+    sample period, so a read just after the start reaches a little before it); the
+    devices' means are averaged. Returns ``(share 0..1 or None, reads used, reason when
+    None)``: None when a device has no read inside the window.
+    """
+    means, n = [], 0
+    for d in devices:
+        t, pct = util.get(d, (np.zeros(0), np.zeros(0)))
+        inside = (t >= start_s) & (t <= end_s)
+        if not inside.any():
+            return None, 0, f"no utilization read of {d} inside the window"
+        means.append(float(np.clip(pct[inside], 0.0, 100.0).mean()) / 100.0)
+        n += int(inside.sum())
+    if not means:
+        return None, 0, "no GPU"
+    return float(np.mean(means)), n, None

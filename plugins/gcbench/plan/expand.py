@@ -126,6 +126,9 @@ def _type_problem(value: Any, default: Any) -> str | None:
 def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, checker) -> tuple[str, str] | None:
     """(setting, message) for the first bad value of one variant's effective settings, or None.
 
+    The setting is dotted (``loader.workers``) when the kind's check raised a
+    :class:`gcbench.kinds.SettingError` naming a field inside a structured setting.
+
     Types follow the workload's defaults (an integer setting takes integers, ...);
     then the workload's own ``check_settings`` judges choices and ranges, so a plan
     with ``memory: pinnned`` fails at validation, not when its trials run.
@@ -151,6 +154,9 @@ def check_values(settings: dict[str, Any], defaults: dict[str, Any] | None, chec
             checker({**defaults, **settings})
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             message = str(exc)
+            field = getattr(exc, "field", None)  # kinds.SettingError: a dotted path (loader.workers)
+            if isinstance(field, str) and field.split(".")[0] in settings:
+                return field, message
             key = next((k for k in settings if k in message), next(iter(settings), ""))
             return key, message
     return None
@@ -213,10 +219,14 @@ def check_plan(plan: Plan, lines: dict | None = None, source: str = "<plan>") ->
             problem = check_values(settings, defaults, checker)
             if problem is not None:
                 key, message = problem
-                where = "matrix" if key in combo else "settings"
+                top = key.split(".")[0]  # a dotted key names a field inside a structured setting
+                where = "matrix" if top in combo else "settings"
+                line = lines.get(("workloads", i, where, *key.split(".")))
+                if line is None:
+                    line = lines.get(("workloads", i, where, top), lines.get(("workloads", i)))
                 raise PlanError(
                     source,
-                    lines.get(("workloads", i, where, key), lines.get(("workloads", i))),
+                    line,
                     f"workloads[{i}].{where}.{key}",
                     message,
                 )

@@ -62,6 +62,8 @@ METRICS: dict[str, MetricInfo] = {
         MetricInfo("units_per_s", "throughput", "units/s", lower_is_better=False),
         MetricInfo("gpu_j_per_unit", "GPU J/unit", "J/unit"),
         MetricInfo("cpu_j_per_unit", "CPU J/unit", "J/unit"),
+        MetricInfo("gpu_busy_share", "GPU busy share", "share", lower_is_better=False),
+        MetricInfo("gpu_idle_share", "GPU idle share", "share"),
     )
 }
 
@@ -183,13 +185,19 @@ ENERGY_METRIC_ORDER = ("gpu_energy_j", "total_energy_j", "cpu_energy_j")
 """The energy shown in the per-group box plot: the first known of these."""
 
 
+BUSY_SHARE_METRICS = ("gpu_busy_share", "gpu_idle_share")
+"""The GPU's busy and idle share of the main window, shown beside a kind's own metrics
+(J/token ...) wherever a trial knows them (:mod:`gcbench.report.analysis.utilization`)."""
+
+
 def table_metrics(kind: str) -> tuple[str, ...]:
-    """A workload table's metric columns: the kind's metrics (primary first), then the
-    :data:`CORE_METRICS`, then the kind's :data:`EXTRA_METRICS`; each once."""
+    """A workload table's metric columns: the kind's metrics (primary first), the GPU's
+    busy and idle share (:data:`BUSY_SHARE_METRICS`), then the :data:`CORE_METRICS`, then
+    the kind's :data:`EXTRA_METRICS`; each once."""
     km = kind_metrics(kind)
     own = [m for m in km if m not in EXTRA_METRICS]
     extra = [m for m in km if m in EXTRA_METRICS]
-    return tuple(dict.fromkeys([*own, *CORE_METRICS, *extra]))
+    return tuple(dict.fromkeys([*own, *BUSY_SHARE_METRICS, *CORE_METRICS, *extra]))
 
 
 def kind_compared(kind: str) -> tuple[str, ...]:

@@ -58,6 +58,7 @@ LADDERS: dict[str, tuple[Unit, ...]] = {
     "s/token": (Unit("ns/token", 1e-9), Unit("µs/token", 1e-6), Unit("ms/token", 1e-3), Unit("s/token", 1.0)),
     "s/GB": (Unit("ms/GB", 1e-3), Unit("s/GB", 1.0)),
     "W": (Unit("mW", 1e-3), Unit("W", 1.0), Unit("kW", 1e3)),
+    "share": (Unit("%", 0.01),),  # a fraction 0..1 shown in percent
 }
 """Display units per stored unit, smallest first. Units not listed (tokens/s, GB/s,
 fractions) are shown as stored."""

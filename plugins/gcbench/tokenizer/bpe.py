@@ -356,6 +356,12 @@ class Encoder:
         """Number of ids (256 + merges)."""
         return self.merges.vocab_size
 
+    @property
+    def cache_entries(self) -> int:
+        """Chunks whose ids are cached now (a warmed encoder holds every chunk of its
+        corpus up to :data:`CACHE_MAX_CHUNK` bytes; a miss in a measured window grows it)."""
+        return len(self._cache)
+
     def encode(self, data: bytes) -> list[int]:
         """Token ids of ``data`` (any bytes, valid UTF-8 or not); ``[]`` for ``b""``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):

@@ -31,7 +31,8 @@ Returns:
     memory: requested memory kind; memory_effective: what was used.
     pin_inside_window: as set; pin_s: seconds spent pinning inside the window
         (None when pinning was outside or not done).
-    device_kind: ``cuda`` or ``cpu``; copy_target: ``gpu`` or ``host``.
+    device_kind: ``cuda`` or ``cpu``; copy_target: ``gpu`` or ``host``; device_busy_s: on a
+    CPU device, the time spent in the copies (the trial's own busy time), else None.
     note: why the effective setting differs from the requested one, or None.
     settings_effective, settings_not_in_effect: see :func:`gcbench.workloads.effective`;
         ``memory`` is not in effect when pinned memory was asked for without CUDA, and
@@ -100,9 +101,13 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     dst.fill_(0)
     src = None if (pin and pin_inside) else make_source()
 
+    busy = {"s": 0.0}  # time in copies; on a CPU device the trial's own busy time
+
     def copy(_: int) -> None:
         assert src is not None  # made before the warm-up, or at the window's start
+        t0 = time.perf_counter()
         dst.copy_(src, non_blocking=pin)
+        busy["s"] += time.perf_counter() - t0
 
     if src is not None:
         run_steps(spec.warmup, copy, default_steps=0, sync=sync)
@@ -116,6 +121,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
 
     check_every = max(1, CHECK_BYTES // size)
     pin_s = None
+    busy["s"] = 0.0
     with ctx.window():
         if src is None:
             t0 = time.monotonic()
@@ -143,6 +149,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         "pin_s": pin_s,
         "device_kind": kind,
         "copy_target": "gpu" if kind == "cuda" else "host",
+        "device_busy_s": busy["s"] if kind == "cpu" else None,
         "note": note,
         **effective(cfg, used, not_in_effect),
     }

@@ -2,32 +2,37 @@
 
 The execution-regime study compares where the text becomes token ids:
 
-* ``torch``: inside the PyTorch process, on the fly. In the main window each batch's
-  text is encoded by the Python reference encoder (:class:`gcbench.tokenizer.Encoder`)
-  just before it is copied to the device, as a pure-PyTorch pipeline does; the main
-  window therefore holds tokenization and model work together.
+* ``torch``: inside the PyTorch pipeline, on the fly: each batch's text is encoded by
+  the in-process encoder (``tokenizer``: the Python reference
+  :class:`gcbench.tokenizer.Encoder`, or Hugging Face ``tokenizers`` built from the same
+  merges, ids identical) when the batch is made.
 * ``external-<name>``: the whole corpus is tokenized beforehand by a declared
   preprocessor (:mod:`gcbench.tokenizer.preprocessors`: the built-in ``go`` and ``rust``
   or a plan's own; its declared ``run`` argv, never a shell) inside its own measured
   window ``tokenize`` (duration; CPU energy where RAPL is readable); an ``output: ids``
-  file is converted into a token file after that window; the main window reads ids
-  from the memory-mapped token file (:func:`gcbench.tokenizer.read_tokens`, which
-  refuses a file made with other merges). The binary is the one the DAG's build task
-  built and checked against the reference for the spec's source version
-  (``spec.preprocessor``); its build identity goes into the result.
+  file is converted into a token file after that window; batches read ids from the
+  memory-mapped token file (:func:`gcbench.tokenizer.read_tokens`, which refuses a file
+  made with other merges). The binary is the one the DAG's build task built and checked
+  against the reference for the spec's source version (``spec.preprocessor``); its build
+  identity goes into the result.
 
 The trial reports J/token of the GPU window alone and end to end (the ``tokenize``
 window added), so both views of the regime comparison come from one trial.
 
-Batches: the token stream is cut into sequences of ``context_length + 1`` ids that
-advance by ``context_length`` (inputs ``[:-1]``, next-token targets ``[1:]``), in order,
-wrapping at the corpus end; ``batch_size`` sequences per step. Both paths consume the
-stream the same way; the torch path encodes, per batch, just the text that batch needs
-(cut before a space or newline, so ids near a cut can differ slightly from
-whole-corpus ids).
+Input pipeline (``loader``, :mod:`gcbench.workloads.tinylm_data`): ``workers: 0`` is the
+synchronous loop (each batch made in the training/inference process just before its
+step, then a blocking ``tensor.to(device)``); ``workers: N`` is a
+``torch.utils.data.DataLoader`` over an ``IterableDataset`` that makes batches in N
+worker processes, ``prefetch`` batches ahead each, ``pin_memory`` for page-locked
+batches and a non-blocking copy -- the pipeline a PyTorch user writes. Either way, on
+every path, batch ``i`` holds the same ids in the same order (the whole corpus's ids
+cut into sequences of ``context_length + 1`` advancing by ``context_length``, wrapping
+at the end; ``batch_size`` sequences per step), whatever the worker count.
 
-Each batch goes to the device with a plain blocking ``tensor.to(device)``, as a simple
-PyTorch loop does, on both paths; the paths differ only in where the ids come from.
+Steady state: before the first window the torch path encodes the corpus once (to
+locate its pre-token chunks, which also fills the reference encoder's cache; workers get
+that warmed encoder, an ``hf`` encoder warms itself on the corpus), and the loader is
+primed (every worker has delivered its first batch) before the warm-up.
 
 Model: :class:`gcbench.workloads.tinylm_model.TinyLM`. ``mode: infer`` runs forward
 passes under ``torch.inference_mode()``; ``mode: train`` runs forward, backward and an
@@ -44,7 +49,9 @@ precision ``fp32``, mode ``infer``, path ``torch``, corpus None (Python's
 ``pydoc_data.topics``), merges None, vocab_size 2048, lr 3e-4, cache_dir None
 (``$GCBENCH_HOME/cache/tinylm``), tokenizer_bin None (a binary to run instead of the
 declared preprocessor's conformant build, with its declared ``run`` argv; recorded as
-such), tokenize_timeout_s 600.
+such), tokenize_timeout_s 600, loader ``{workers: 0}`` (with workers, ``prefetch`` 2 and
+``pin_memory`` true unless given; an integer is a worker count), tokenizer
+``reference`` (or ``hf``, which needs the ``bench`` extra).
 
 Window: steps, or seconds (whole steps until the time is reached); CUDA work is
 synchronised before the window closes.
@@ -54,7 +61,11 @@ steps x batch_size x context_length), steps, sequences, batch_size, context_leng
 loss (last step's mean cross-entropy, nats/token), loss_mean (over the window), mode,
 path, precision, precision_effective, device_kind, parameters, vocab_size (effective),
 merges_sha256, corpus_bytes, corpus_sha256, tokenized_in_window_tokens (torch path: ids
-the encoder produced inside the main window), and for external paths
+encoded for the batches the main window consumed, by the workers when there are any),
+encoder_cache_misses_in_window (reference encoder: chunks it had to merge, 0 in steady
+state; None when unknown), encoder_warm (each encoding process's warm-up record),
+loader_workers, tokenizer, device_busy_s (on a CPU device: the time spent in the
+copy and the model, the trial's own busy time), and for external paths
 tokenize_duration_s, tokenize_tokens, tokenizer_impl, tokenizer_bin and ``preprocessor``
 (name, source and binary SHA-256, toolchain, builder, image id, conformance); settings_effective
 and settings_not_in_effect (:func:`gcbench.workloads.effective`): ``precision: amp``
@@ -62,8 +73,9 @@ without CUDA is not in effect (bfloat16 autocast on the CPU is not the float16 A
 GPU runs).
 
 Raises:
-    ValueError: unknown mode/path/precision, heads not dividing d_model, a corpus with
-        fewer than context_length + 2 tokens.
+    ValueError: unknown mode/path/precision/tokenizer, heads not dividing d_model, a
+        corpus with fewer than context_length + 2 tokens, ``tokenizer: hf`` on a corpus
+        that is not valid UTF-8 (:class:`gcbench.kinds.SettingError` for ``loader``).
     SkipTrial: bf16 requested on a GPU without bf16 (``not_in_effect`` names precision).
     gcbench.tokenizer.TokenizerError (and subclasses): unreadable corpus or merges,
         failed tokenizer build, token file from other merges.
@@ -101,86 +113,75 @@ DEFAULTS: dict[str, Any] = {
     "cache_dir": None,
     "tokenizer_bin": None,
     "tokenize_timeout_s": 600,
+    "loader": {"workers": 0},
+    "tokenizer": "reference",
 }
 IN_PROCESS_PATH = "torch"
 """The ``path`` that tokenizes inside the PyTorch process; every other is ``external-<name>``."""
+TOKENIZERS = ("reference", "hf")
+"""In-process encoders of the torch path: the Python reference, Hugging Face ``tokenizers``."""
+LOADER_DEFAULTS: dict[str, Any] = {"workers": 0, "prefetch": 2, "pin_memory": True}
+"""The ``loader`` setting's fields: ``prefetch`` is torch's default ``prefetch_factor``;
+``pin_memory`` is what a PyTorch user writes for a GPU (it matters with workers only)."""
+MAX_LOADER_WORKERS = 64
+PIN_ON_CPU = "no CUDA device: pin_memory unavailable, batches stay in pageable memory"
+"""Why ``loader.pin_memory`` is not in effect on a machine without CUDA."""
+HF_MISSING = (
+    "tinylm tokenizer hf needs Hugging Face tokenizers, which is not installed here "
+    "(pip install -e .[bench], or the tokenizers package in the trial image)"
+)
 
 
 # ----------------------------------------------------------------------------------
-# Token sources: both yield int64 arrays [batch_size, context_length + 1]
+# Settings of the input pipeline (light: plan validation reads them)
 # ----------------------------------------------------------------------------------
 
 
-class MemmapSource:
-    """Sequences read from a token file's memory map (external paths)."""
+def loader_settings(value: Any) -> dict[str, Any]:
+    """The ``loader`` setting as ``{workers, prefetch, pin_memory}``.
 
-    def __init__(self, ids, context_length: int):
-        if len(ids) < context_length + 2:
-            raise ValueError(
-                f"token file has {len(ids)} ids; context_length {context_length} needs at least {context_length + 2}"
-            )
-        self.ids = ids
-        self.t = context_length
-        self.pos = 0
+    ``value`` is a mapping of those fields (missing ones take :data:`LOADER_DEFAULTS`),
+    or an integer: the number of workers (a matrix level, e.g. ``loader: [4, 0]``).
 
-    def batch(self, batch_size: int):
-        import numpy as np
-
-        out = np.empty((batch_size, self.t + 1), dtype=np.int64)
-        for b in range(batch_size):
-            if self.pos + self.t + 1 > len(self.ids):
-                self.pos = 0
-            out[b] = self.ids[self.pos : self.pos + self.t + 1]
-            self.pos += self.t
-        return out
-
-
-class StreamSource:
-    """Sequences encoded on demand from the corpus text by the Python encoder (torch path).
-
-    Each batch encodes just the text it needs: the byte count is estimated from the
-    running bytes-per-token ratio, and a chunk ends before a space or newline (a
-    pre-token boundary, never inside a UTF-8 character). The corpus wraps at its end.
+    Raises:
+        gcbench.kinds.SettingError: an unknown field or a bad value, naming
+            ``loader.<field>``; ``pin_memory: true`` asked for with ``workers: 0`` (the
+            synchronous loop copies pageable memory).
     """
+    from gcbench.kinds import SettingError
 
-    def __init__(self, corpus: bytes, encoder, context_length: int):
-        self.corpus = corpus
-        self.encoder = encoder
-        self.t = context_length
-        self.cursor = 0
-        self.buf: list[int] = []
-        self.off = 0
-        self.encoded_tokens = 0
-        self.encoded_bytes = 0
-
-    def _refill(self, need_tokens: int) -> None:
-        bytes_per_token = self.encoded_bytes / self.encoded_tokens if self.encoded_tokens else 4.0
-        want = max(64, int(need_tokens * bytes_per_token * 1.05))
-        end = min(len(self.corpus), self.cursor + want)
-        if end < len(self.corpus):
-            cut = max(self.corpus.rfind(b" ", self.cursor, end), self.corpus.rfind(b"\n", self.cursor, end))
-            if cut > self.cursor:
-                end = cut
-        ids = self.encoder.encode(self.corpus[self.cursor : end])
-        self.encoded_tokens += len(ids)
-        self.encoded_bytes += end - self.cursor
-        self.cursor = 0 if end >= len(self.corpus) else end
-        if self.off > 0:
-            del self.buf[: self.off]
-            self.off = 0
-        self.buf.extend(ids)
-
-    def batch(self, batch_size: int):
-        import numpy as np
-
-        need = batch_size * self.t + 1
-        while len(self.buf) - self.off < need:
-            self._refill(need - (len(self.buf) - self.off))
-        out = np.empty((batch_size, self.t + 1), dtype=np.int64)
-        for b in range(batch_size):
-            out[b] = self.buf[self.off : self.off + self.t + 1]
-            self.off += self.t
-        return out
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = {"workers": value}
+    if not isinstance(value, dict):
+        raise SettingError(
+            "loader",
+            f"tinylm loader must be a mapping {{workers, prefetch, pin_memory}} or a worker count, got {value!r}",
+        )
+    unknown = sorted(set(value) - set(LOADER_DEFAULTS))
+    if unknown:
+        raise SettingError(
+            f"loader.{unknown[0]}", f"unknown tinylm loader field {unknown[0]!r}; known: workers, prefetch, pin_memory"
+        )
+    cfg = {**LOADER_DEFAULTS, **value}
+    for key, lo in (("workers", 0), ("prefetch", 1)):
+        v = cfg[key]
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise SettingError(f"loader.{key}", f"tinylm loader {key} must be an integer >= {lo}, got {v!r}")
+    if cfg["workers"] > MAX_LOADER_WORKERS:
+        raise SettingError("loader.workers", f"tinylm loader workers must be at most {MAX_LOADER_WORKERS}")
+    if not isinstance(cfg["pin_memory"], bool):
+        raise SettingError(
+            "loader.pin_memory", f"tinylm loader pin_memory must be true or false, got {cfg['pin_memory']!r}"
+        )
+    if cfg["workers"] == 0 and value.get("pin_memory") is True:
+        raise SettingError(
+            "loader.pin_memory",
+            "tinylm loader pin_memory needs workers >= 1: workers 0 is the synchronous loop, "
+            "which copies pageable memory",
+        )
+    if cfg["workers"] == 0:
+        cfg["pin_memory"] = False
+    return cfg
 
 
 # ----------------------------------------------------------------------------------
@@ -283,7 +284,21 @@ def tokenizer_binary(cfg: dict[str, Any], entry: dict[str, Any]) -> tuple[Path, 
 
 
 def check_settings(cfg: dict[str, Any]) -> None:
-    """Raise ValueError on unknown choices or inconsistent sizes."""
+    """Raise ValueError on unknown choices or inconsistent sizes
+    (:class:`gcbench.kinds.SettingError` naming the field inside ``loader``); ``tokenizer:
+    hf`` where Hugging Face ``tokenizers`` is not installed."""
+    from gcbench.kinds import SettingError
+
+    loader_settings(cfg["loader"])
+    if cfg["tokenizer"] not in TOKENIZERS:
+        raise SettingError(
+            "tokenizer", f"tinylm tokenizer must be one of {', '.join(TOKENIZERS)}, got {cfg['tokenizer']!r}"
+        )
+    if cfg["tokenizer"] == "hf" and cfg["path"] == IN_PROCESS_PATH:
+        import importlib.util
+
+        if importlib.util.find_spec("tokenizers") is None:
+            raise SettingError("tokenizer", HF_MISSING)
     if cfg["mode"] not in ("infer", "train"):
         raise ValueError(f"tinylm mode must be infer or train, got {cfg['mode']!r}")
     from gcbench.tokenizer.preprocessors import NAME_PATTERN, PATH_PREFIX, preprocessor_of_path
@@ -325,10 +340,16 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     if trained:
         ctx.log(f"trained {merges.vocab_size}-id merges from the corpus ({len(corpus)} bytes)")
     T, B = int(cfg["context_length"]), int(cfg["batch_size"])
+    loader = loader_settings(cfg["loader"])
     out: dict[str, Any] = {}
 
+    from gcbench.workloads import tinylm_data
+
     if cfg["path"] == IN_PROCESS_PATH:
-        source: Any = StreamSource(corpus, tokenizer.Encoder(merges), T)
+        encoder = tokenizer.Encoder(merges)
+        plan = tinylm_data.ChunkPlan.make(corpus, encoder)  # encodes the corpus once: warms the encoder
+        ctx.log(f"planned {plan.n_ids} ids of the corpus in {plan.seconds:.2f} s (encoder warmed)")
+        source: Any = tinylm_data.TextBatches(corpus, plan, merges, cfg["tokenizer"], B, T, encoder=encoder)
     else:
         from gcbench.tokenizer import preprocessors
 
@@ -352,7 +373,7 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             preprocessors.convert_ids(raw, tok_path, merges)
             raw.unlink(missing_ok=True)
         ids = tokenizer.read_tokens(tok_path, merges)
-        source = MemmapSource(ids, T)
+        source = tinylm_data.TokenFileBatches(tok_path, merges, B, T, ids=ids)
         out.update(
             {
                 "tokenize_duration_s": tokenize_s,
@@ -399,9 +420,21 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         model.eval()
     loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
     last_loss = torch.zeros((), device=dev, dtype=torch.float64)
+    pin = loader["pin_memory"] and on_cuda
+    if loader["pin_memory"] and not on_cuda:
+        not_in_effect["loader"] = PIN_ON_CPU
+    batches = tinylm_data.OrderedBatches(source, loader["workers"], loader["prefetch"], pin)
+    tally = {"encoded": 0, "misses": 0, "misses_known": True, "busy_s": 0.0}
 
     def step(_: int) -> None:
-        batch = torch.from_numpy(source.batch(B)).to(dev, non_blocking=False)
+        ids, encoded, misses = batches.next()
+        tally["encoded"] += encoded
+        if misses is None:
+            tally["misses_known"] = False
+        else:
+            tally["misses"] += misses
+        t0 = time.perf_counter()
+        batch = ids.to(dev, non_blocking=pin)
         x, y = batch[:, :-1], batch[:, 1:]
         if train:
             with autocast():
@@ -420,18 +453,24 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         d = loss.detach().double()
         loss_sum.add_(d)
         last_loss.copy_(d)
+        # the device's own work (copy and model): on the CPU it runs as the host waits
+        tally["busy_s"] += time.perf_counter() - t0
 
-    run_steps(spec.warmup, step, default_steps=0)
-    if sync is not None:
-        sync()
-    loss_sum.zero_()
-    encoded_before = getattr(source, "encoded_tokens", 0)
-    with ctx.window():
-        # No per-step synchronisation: host-side tokenization overlaps queued GPU work,
-        # which is the point of the regime comparison; one sync closes the window.
-        steps = run_steps(spec.window, step, default_steps=10)
+    try:
+        batches.prime()  # every worker has warmed its encoder and delivered its first batch
+        run_steps(spec.warmup, step, default_steps=0)
         if sync is not None:
             sync()
+        loss_sum.zero_()
+        tally.update(encoded=0, misses=0, misses_known=True, busy_s=0.0)
+        with ctx.window():
+            # No per-step synchronisation: host-side batch making overlaps queued GPU work,
+            # which is the point of the regime comparison; one sync closes the window.
+            steps = run_steps(spec.window, step, default_steps=10)
+            if sync is not None:
+                sync()
+    finally:
+        batches.close()
     out.update(
         {
             "tokens": steps * B * T,
@@ -451,16 +490,27 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
             "merges_sha256": merges.sha256,
             "corpus_bytes": len(corpus),
             "corpus_sha256": _sha256(corpus),
-            "tokenized_in_window_tokens": (source.encoded_tokens - encoded_before)
-            if cfg["path"] == IN_PROCESS_PATH
-            else 0,
+            "tokenized_in_window_tokens": tally["encoded"],
+            "encoder_cache_misses_in_window": tally["misses"]
+            if cfg["path"] == IN_PROCESS_PATH and tally["misses_known"]
+            else None,
+            "encoder_warm": batches.warm if cfg["path"] == IN_PROCESS_PATH else None,
+            "loader_workers": loader["workers"],
+            "tokenizer": cfg["tokenizer"] if cfg["path"] == IN_PROCESS_PATH else None,
+            # the trial's own busy time (the simulated device's busy share): host-timed work is device work on a CPU
+            "device_busy_s": tally["busy_s"] if kind == "cpu" else None,
             **effective(
-                cfg, {"precision": precision_effective} if precision_effective != precision else None, not_in_effect
+                cfg,
+                {
+                    **({"precision": precision_effective} if precision_effective != precision else {}),
+                    "loader": {**loader, "pin_memory": pin},
+                },
+                not_in_effect,
             ),
         }
     )
     if cfg["path"] != IN_PROCESS_PATH:
-        del source, ids
+        del source, batches, ids
         (Path(ctx.outdir) / "corpus.tok").unlink(missing_ok=True)
     return out
 

@@ -39,6 +39,7 @@ from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
 from gcbench.report.render.tables import DASH, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
+from gcbench.report.render.utilization import BUSY_HEADS, busy_cells, busy_note, has_busy
 
 PURE_PYTORCH = "torch"
 """The ``path`` level of pure PyTorch (tokenization inside the process): the regime
@@ -238,6 +239,10 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
     if ue is not None:
         cols.append(f"end-to-end J/token ({ue.label})")
         sim_cols.append(sim)
+    busy = has_busy(groups)  # why a J/token differs: the GPU's busy and idle share beside it
+    if busy:
+        cols += list(BUSY_HEADS)
+        sim_cols += [False, False]
 
     def regime(g: Group) -> str:
         rest = _context(g.factors, ("path", "mode"))
@@ -300,6 +305,8 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         ]
         if ue is not None:
             row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"), g.values.get("e2e_j_per_token"), ue)))
+        if busy:
+            row += busy_cells(g)
         rows.append(row)
     ref_text = ", ".join(f"path={r}" for r in ref_names) or f"path={PURE_PYTORCH}"
     notes = [
@@ -316,6 +323,9 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         )
     ]
     notes += _no_ci_note(groups, "j_per_token")
+    busy_text = busy_note(groups)
+    if busy_text:
+        notes.append(busy_text)
     # a reference group whose trials were all invalid or failed is in a.groups, not in groups
     no_valid_ref = [g.variant for g in missing_ref if any(same_but_path(h, g) for h in a.groups)]
     absent_ref = [g.variant for g in missing_ref if g.variant not in no_valid_ref]
@@ -333,7 +343,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         "regime-jtoken",
         ("SIMULATED: " if sim else "") + title,
         cols,
-        [False, False, True, True, True, True, True] + ([True] if e2e else []),
+        [False, False, True, True, True, True, True] + ([True] if e2e else []) + ([True, True] if busy else []),
         rows,
         notes,
         sim,
@@ -412,6 +422,10 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
         f"J/GB ratio {tl}/{bl}",
     ]
     sim_cols = [False] * 5 + [sim] * 3
+    busy = has_busy(groups)
+    if busy:
+        cols += [f"{h.removesuffix(' (%)')} {side} (%)" for h in BUSY_HEADS[:1] for side in (tl, bl)]
+        sim_cols += [False, False]
     rows = []
     not_in_effect = []
     for p, q in pairs:
@@ -436,6 +450,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
                 value(q, "gpu_j_per_gb", uj),
                 (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",)) if "gpu_j_per_gb" in p.values else DASH),
             ]
+            + ([busy_cells(p)[0], busy_cells(q)[0]] if busy else [])
         )
     notes = [
         f"{cells_note(conf, [c for r in rows for c in (r[2], r[3], r[5], r[6])])} "
@@ -458,6 +473,9 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
             "their bandwidth is host memcpy bandwidth, not a host-to-device copy."
         )
     notes += _no_ci_note(groups, "gb_per_s")
+    busy_text = busy_note(groups)
+    if busy_text:
+        notes.append(busy_text)
     if sim:
         notes.append(SIM_NOTE)
     title = f"Host-to-device copies: {tl} against {bl} memory"
@@ -465,7 +483,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
         "regime-h2d",
         ("SIMULATED: " if sim else "") + title,
         cols,
-        [False, True, True, True, True, True, True, True],
+        [False, True, True, True, True, True, True, True] + ([True, True] if busy else []),
         rows,
         notes,
         sim,

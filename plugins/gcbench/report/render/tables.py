@@ -266,6 +266,12 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
                 f"{info(c.metric).label} is unknown in every trial"
                 f"{_unknown_reason(a, workload, c.metric)}: shown as {DASH}, never 0."
             )
+    if any(c.metric == "gpu_busy_share" for c in cols):
+        from gcbench.report.render.utilization import busy_note  # it builds on this module's cells
+
+        busy_text = busy_note(groups)
+        if busy_text:
+            notes.append(busy_text)
     paired = [c.metric for c in cols if not c.pooled and c.metric in RATIOS]
     if any(c.pooled for c in cols):
         left = [

@@ -1,0 +1,51 @@
+"""The GPU's busy and idle share in the report's tables: the paper table's two columns
+and the note under every table that shows them (numbers from
+:mod:`gcbench.report.analysis.utilization`)."""
+
+from __future__ import annotations
+
+from gcbench.report.analysis.groups import Group
+from gcbench.report.analysis.utilization import (
+    STARVED_IDLE_SHARE,
+    busy_methods,
+    describe_busy_method,
+    starved_groups,
+)
+from gcbench.report.render.tables import summary_cell
+from gcbench.report.scale import Unit
+
+PERCENT = Unit("%", 0.01)
+"""A share (stored 0..1) shown in percent."""
+
+BUSY_HEADS = ("GPU busy share (%)", "GPU idle share (%)")
+"""The paper tables' heads of the two columns."""
+
+
+def busy_cells(g: Group) -> list[str]:
+    """A group's busy and idle share cells (median of its valid trials, or their values
+    below the summary's minimum n; en dash when unknown)."""
+    return [
+        summary_cell(g.summaries.get(m), g.values.get(m), PERCENT).text() for m in ("gpu_busy_share", "gpu_idle_share")
+    ]
+
+
+def has_busy(groups: list[Group]) -> bool:
+    """Whether any group has a known busy share (else the columns are left out)."""
+    return any(g.known("gpu_busy_share").size for g in groups)
+
+
+def busy_note(groups: list[Group]) -> str | None:
+    """The sentence under a table with the busy/idle columns: what they are, how each was
+    found, and which groups' GPUs waited more than they worked; None without a value."""
+    if not has_busy(groups):
+        return None
+    how = "; ".join(f"{m}: {describe_busy_method(m)}" for m in busy_methods(groups))
+    text = (
+        "GPU busy share = the share of the measured window in which the GPU ran work, "
+        f"idle share = 1 - busy (median over the valid trials; {how}). A J/token that comes "
+        "with a large idle share is the energy of a GPU waiting for its input, not of its work."
+    )
+    starved = starved_groups(groups)
+    if starved:
+        text += f" Idle more than {STARVED_IDLE_SHARE:.0%} of the window: {', '.join(starved)}."
+    return text
