@@ -192,3 +192,26 @@ def test_real_native_tokenizer_path(context, make_spec, cache, tmp_path, impl, t
     out = tinylm.run(spec, context(spec))
     merges = Merges.load(next(cache.glob("merges-*-512.txt")))
     assert out["tokenize_tokens"] == len(Encoder(merges).encode(default_corpus()))
+
+
+@pytest.mark.parametrize("path", ["torch", "external"])
+def test_every_repetition_reads_the_stream_from_its_start_whatever_the_warmup(
+    context, make_spec, cache, tmp_path, path
+):
+    # inference does not change the model: the same seed and the same batches give the same loss
+    settings = {**TINY, "cache_dir": str(cache)}
+    if path == "external":
+        settings.update(path="external-go", tokenizer_bin=str(fake_native_tokenizer(tmp_path)))
+    losses = []
+    for steps in (0, 3, 7):
+        spec = make_spec("tinylm", settings, window=Amount(steps=4), warmup=Amount(steps=steps))
+        losses.append(tinylm.run(spec, context(spec))["loss_mean"])
+    assert losses[0] == losses[1] == losses[2]
+
+
+def test_the_encoder_cache_is_warm_when_the_window_opens(context, make_spec, cache):
+    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache)}, window=Amount(steps=6), warmup=Amount(steps=0))
+    out = tinylm.run(spec, context(spec))
+    # every chunk of the window was in the cache: no BPE merge ran inside the window
+    assert out["tokenized_in_window_tokens"] > 0
+    assert out["encoder_merge_steps_in_window"] == 0
