@@ -21,6 +21,11 @@ BENCHMARKS = [
         ["live_scheduler_overhead.py"],
     ),
     ("Sampler overhead on a compute-bound loop (target <= 0.5 % on a GPU)", ["sampler_overhead.py"]),
+    (
+        "TinyLM torch path: spread of 5 repetitions quiet and beside a CPU hog (quiet within 1.5x; "
+        "hogged flagged or invalid)",
+        ["cpu_contention.py"],
+    ),
     ("Tokenizer throughput, one thread (targets: Rust >= tiktoken, Go >= 0.5x tiktoken)", ["tokenizer_throughput.py"]),
     ("Report of 1,018 trials in 12 groups, 10,000 resamples (target <= 5 s)", ["report_speed.py"]),
     ("Container image sizes (no PyTorch wheel kept in a layer)", ["image_sizes.py"]),

@@ -69,8 +69,9 @@ def test_noop_trial_writes_result_samples_and_codecarbon_reason(tmp_path):
     # the log says where the time before the window went; the sampler computed the
     # cross-check's tail of the simulated device instead of waiting for it
     log = [line.split(" ", 1)[1] for line in (out / "trial.log").read_text().splitlines()]
-    assert [m.split(" ")[0] for m in log] == ["trial", "workload", "window", "window", "trial"]
-    assert log[1].startswith("workload noop starts at t=") and "torch" not in log[1]
+    assert [m.split(" ")[0] for m in log] == ["trial", "CPUs", "workload", "window", "window", "trial"]
+    assert log[1].startswith("CPUs ") and "threads: torch intra-op" in log[1]
+    assert log[2].startswith("workload noop starts at t=") and "torch" not in log[2]
     assert result["environment"]["sampler_stats"]["simulated_tail_s"] > 0.9
     assert main["gpu"][0]["cross_check_verdict"] == "ok"
     assert (out / "samples.sampler.log").exists()

@@ -27,6 +27,7 @@ METRIC_COLUMNS = (
     "samples",
     "samples_per_s",
     "accuracy",
+    "cpu_contention_share",
     "energy_kwh",
     "module_energy_j",
     "node_energy_j",

@@ -24,11 +24,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 Scalar = str | int | float | bool | None
 
-TRIAL_SETTINGS: dict[str, Any] = {"power_cap_w": None}
+TRIAL_SETTINGS: dict[str, Any] = {"power_cap_w": None, "cpus": "auto"}
 """Settings the trial process applies around the workload, for every kind
 (:mod:`gcbench.trial`), with their defaults: ``power_cap_w`` is the per-GPU power limit
-in W (None: the GPU's default limit; :mod:`gcbench.energy.powercap`). They live in a
-workload's ``settings`` like the kind's own, so specs and trial ids are unchanged."""
+in W (None: the GPU's default limit; :mod:`gcbench.energy.powercap`); ``cpus`` the
+trial's CPU set, ``auto`` (its GPUs' share of the host), a count, or ``all``
+(:mod:`gcbench.energy.cpuset`). They live in a workload's ``settings`` like the kind's
+own, so specs and trial ids are unchanged (a default is not written into the spec)."""
+
+MAX_CPUS = 4096
+"""Largest ``cpus`` count a plan may ask for."""
 
 
 def trial_setting_problem(key: str, value: Any) -> str | None:
@@ -36,6 +41,9 @@ def trial_setting_problem(key: str, value: Any) -> str | None:
     if key == "power_cap_w" and value is not None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             return f"power_cap_w must be a positive number of watts per GPU or null, got {value!r}"
+    if key == "cpus" and value not in ("auto", "all"):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CPUS:
+            return f"cpus must be auto, all or a whole number of CPUs from 1 to {MAX_CPUS}, got {value!r}"
     return None
 
 

@@ -115,7 +115,8 @@ class Context:
     sentence in :attr:`problems`, never an exception.
     """
 
-    def __init__(self, spec: TrialSpec, outdir: Path, meter: Any, log: _Log):
+    def __init__(self, spec: TrialSpec, outdir: Path, meter: Any, log: _Log, cpu_plan: Any = None):
+        from gcbench.energy.cpuset import ContentionProbe
         from gcbench.workloads.control import Problems
 
         self.spec = spec
@@ -136,6 +137,11 @@ class Context:
         self._open: list[str] = []
         self._progress: dict[str, Any] = {}
         self._tracker: Any = None
+        self.cpu_plan = cpu_plan
+        """The trial's :class:`gcbench.energy.cpuset.CpuPlan` (None: not pinned)."""
+        self.contention = ContentionProbe(cpu_plan.cpus if cpu_plan is not None else sorted(os.sched_getaffinity(0)))
+        """CPU time of other processes on the trial's CPUs, per window (:mod:`gcbench.energy.cpuset`)."""
+        self.torch_threads: dict[str, Any] = {}
 
     @property
     def device(self) -> str:
@@ -143,6 +149,10 @@ class Context:
         first use, so a trial whose work is another program never imports torch."""
         if self._device is None:
             self._device = _torch_device(self.spec)
+            if self.cpu_plan is not None and "torch" in sys.modules:
+                from gcbench.energy.cpuset import apply_torch_threads
+
+                self.torch_threads = apply_torch_threads(self.cpu_plan)
         return self._device
 
     def _check_key(self, key: str) -> None:
@@ -170,6 +180,7 @@ class Context:
 
             self._tracker = CodeCarbonTracker(gpu_ids=self.spec.devices or None, output_dir=str(self.outdir))
             self._tracker.__enter__()
+        self.contention.begin(key)
         start_s = self.meter.begin_window(key, at_s=at_s)
         self.log(f"window {key} begins at t={start_s:.3f}s")
         self._progress[key] = Progress(self.meter.origin_monotonic, start_s)
@@ -183,6 +194,7 @@ class Context:
             MeasurementError: ``key`` is not open.
         """
         end_s = self.meter.end_window(key, at_s=at_s)
+        self.contention.end(key)
         if key in self._open:
             self._open.remove(key)
         progress = self._progress.pop(key, None)
@@ -368,6 +380,31 @@ def environment() -> dict[str, Any]:
         env["cuda"] = torch.version.cuda
         env["cuda_available"] = bool(torch.cuda.is_available())
     return env
+
+
+def own_cpus(spec: TrialSpec, log: Any = print) -> tuple[Any, dict[str, Any]]:
+    """Choose and apply the trial's CPU set and thread counts (:mod:`gcbench.energy.cpuset`).
+
+    Returns:
+        ``(CpuPlan or None, record for result.json's cpus)``; never raises: a set that
+        cannot be chosen or applied is recorded (``error``) and the trial runs unpinned.
+    """
+    from gcbench.energy import cpuset
+
+    try:
+        plan = cpuset.plan_cpus(spec.devices, spec.settings.get("cpus", "auto"))
+    except Exception as exc:  # noqa: BLE001 - an odd /sys must not cost the trial
+        log(f"CPU set not chosen: {type(exc).__name__}: {exc}; running on every CPU, unpinned")
+        return None, {"applied": False, "error": f"not chosen: {type(exc).__name__}: {exc}"}
+    applied = cpuset.apply(plan)
+    record = {**plan.to_dict(), **applied}
+    threads = plan.threads()
+    log(
+        f"CPUs {record['cpu_list']} ({len(plan.cpus)}; {plan.how}); threads: torch intra-op "
+        f"{threads['torch_intra_op']}, inter-op {threads['torch_inter_op']}, OMP/MKL {threads['OMP_NUM_THREADS']}"
+        + (f"; NOT PINNED: {applied['error']}" if applied["error"] else "")
+    )
+    return plan, record
 
 
 PER_UNIT_METRICS = ("j_per_token", "gpu_j_per_gb", "samples_per_s", "gpu_j_per_unit")
@@ -587,6 +624,8 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
 
     check_writable(outdir)
     log = _Log(outdir / "trial.log")
+    cpu_notes: list[str] = []
+    cpu_plan, cpu_record = own_cpus(spec, cpu_notes.append)  # before the sampler and torch start: both inherit it
     result: dict[str, Any] = {
         "schema": RESULT_SCHEMA,
         "trial_id": spec.trial_id,
@@ -611,13 +650,15 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
     presence = hostshare.HostPresence(spec.trial_id, f"{spec.variant} #{spec.repetition}").register()
     try:
         log(f"trial {spec.trial_id} {spec.variant} repetition {spec.repetition} starts")
+        for note in cpu_notes:
+            log(note)
         _arm()
         power.check()
         meter.start()
         result["origin_monotonic"] = meter.origin_monotonic
         # wall clock (epoch s, UTC) of that origin: places the windows in UTC hours (carbon.window_utc)
         result["origin_wall"] = time.time() - (time.monotonic() - meter.origin_monotonic)
-        ctx = Context(spec, outdir, meter, log)
+        ctx = Context(spec, outdir, meter, log, cpu_plan)
         log(
             f"workload {spec.kind} starts at t={time.monotonic() - meter.origin_monotonic:.3f}s"
             + (" (torch imported)" if "torch" in sys.modules else "")
@@ -717,6 +758,17 @@ def run_trial(spec: TrialSpec, outdir: Path) -> int:
             m = result["metrics"]
             result["metrics"].update(comparison_metrics(ctx.codecarbon, m.get("gpu_energy_j"), m.get("cpu_energy_j")))
             result["codecarbon"] = ctx.codecarbon.to_dict()
+        result["cpus"] = cpu_record
+        if ctx is not None:
+            from gcbench.energy.cpuset import contention_metrics, torch_threads_in_effect
+
+            cpu_record["contention"] = ctx.contention.windows
+            cpu_record["torch_threads_in_effect"] = torch_threads_in_effect() or None
+            cpu_record["torch_threads_errors"] = {k: v for k, v in ctx.torch_threads.items() if k.endswith("_error")}
+            if status == EXIT_OK:
+                result["metrics"].update(contention_metrics(ctx.contention.windows))
+        if cpu_plan is not None and cpu_plan.not_in_effect and status == EXIT_OK:
+            result.setdefault(workloads.SETTINGS_NOT_IN_EFFECT, {})["cpus"] = cpu_plan.not_in_effect
         result["device_state_before"] = power.device_state()
         result["device_check"] = device_check(
             _cuda_uuids(), [g.get("uuid") for g in getattr(meter, "gpus", None) or []]

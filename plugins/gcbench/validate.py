@@ -11,7 +11,9 @@ or leave a gap over ``max_gap_periods``; an energy counter that decreases; the e
 counter differing from the 1-s average power reference by more than
 ``cross_check_invalid_rel`` beyond the allowance for power steps at the window's edges
 (:func:`cross_check_finding`, docs/measurement.md); power outside the GPU's limits; a
-foreign process on the GPU during the window.
+foreign process on the GPU during the window; other processes taking more than
+``cpu_contention_invalid_share`` of the trial's CPUs in a window
+(:func:`contention_findings`; flagged above ``cpu_contention_flag_share``).
 
 Throughput stability (:mod:`gcbench.stability`): a window whose halves ran more
 than ``stability_drift_invalid_ratio`` times apart, or that lost more than
@@ -174,6 +176,7 @@ def check_trial(
     elif text:
         flags.append(text)
     named_window_findings(result, settings, min_s, period_s, reasons, flags)
+    contention_findings(result, settings, reasons, flags)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
     if len(gpu) == 0:
         reasons.append("no GPU samples stored")
@@ -276,6 +279,44 @@ def named_window_findings(
         flags.append(f"control channel: {problem}")
     if result.get("no_unit_reason"):
         flags.append(str(result["no_unit_reason"]))
+
+
+CONTENTION_PREFIX = "CPU contention"
+"""How the contention rule's sentences begin (counted by the report's measurement section)."""
+
+
+def contention_findings(
+    result: dict[str, Any], settings: ValidationSettings, reasons: list[str], flags: list[str]
+) -> None:
+    """The CPU-contention rule on every window (:mod:`gcbench.energy.cpuset`): other
+    processes using more than ``cpu_contention_invalid_share`` of the trial's
+    core-seconds invalidate the trial (when the plan sets it), more than
+    ``cpu_contention_flag_share`` flag it;
+    a window whose contention /proc could not tell, or a trial that could not be pinned,
+    is flagged. A result without a ``cpus`` record (older trials) is not judged.
+    """
+    cpus = result.get("cpus")
+    if not isinstance(cpus, dict):
+        return
+    if cpus.get("error"):
+        flags.append(f"{CONTENTION_PREFIX} not excluded: the trial's CPU set was not applied ({cpus['error']})")
+    for key, w in sorted((cpus.get("contention") or {}).items(), key=lambda kv: (kv[0] != "main", kv[0])):
+        if not isinstance(w, dict):
+            continue
+        share = w.get("share")
+        where = f"window {key}" if key != "main" else "the window"
+        if share is None:
+            flags.append(f"{CONTENTION_PREFIX} unknown in {where}: {w.get('error') or 'not measured'}")
+            continue
+        text = (
+            f"{CONTENTION_PREFIX}: other processes used {100 * share:.1f} % of the trial's "
+            f"{w.get('n_cpus')} CPU(s) ({w.get('cpus')}) during {where} "
+            f"({w.get('others_s', 0):.2f} of {w.get('capacity_s', 0):.2f} core-s)"
+        )
+        if settings.cpu_contention_invalid_share is not None and share > settings.cpu_contention_invalid_share:
+            reasons.append(text + f"; limit {100 * settings.cpu_contention_invalid_share:g} %")
+        elif share > settings.cpu_contention_flag_share:
+            flags.append(text + f"; flagged above {100 * settings.cpu_contention_flag_share:g} %")
 
 
 def stability_finding(

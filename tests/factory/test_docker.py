@@ -104,3 +104,16 @@ def test_host_data_dir_is_mounted_read_only(monkeypatch, tmp_path):
     (data,) = [m for m in kw["mounts"] if m["Target"] == "/data"]
     assert (data["Source"], data["Target"], data["ReadOnly"]) == (str(tmp_path), "/data", True)
     assert kw["environment"]["GCBENCH_DATA_DIR"] == "/data"
+
+
+def test_both_runners_tell_the_trial_the_hosts_gpus_for_its_cpu_slice(monkeypatch):
+    from gcbench.factory.local import trial_env
+
+    spec = specs()["copy"]
+    kw = trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"), host_devices=[3, 2])
+    assert kw["environment"]["GCBENCH_HOST_DEVICES"] == "2,3"
+    assert trial_env(spec, base={}, host_devices=[3, 2])["GCBENCH_HOST_DEVICES"] == "2,3"
+    # a value of the runner's own environment is never passed on as the plan's
+    monkeypatch.setenv("GCBENCH_HOST_DEVICES", "0,1,2,3,4,5,6,7")
+    assert "GCBENCH_HOST_DEVICES" not in trial_env(spec)
+    assert "GCBENCH_HOST_DEVICES" not in trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))["environment"]

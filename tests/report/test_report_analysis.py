@@ -204,3 +204,21 @@ def test_simulated_model_from_constants_when_the_frame_lacks_it():
     t = a.trials.copy()
     t["simulated_idle_w"], t["simulated_busy_w"] = 50.0, 250.0
     assert simulated_model(t)["busy_w"] == 250.0 and simulated_model(t)["recorded"]
+
+
+def test_measurement_states_the_contention_rule_with_the_plans_thresholds_and_the_runs_shares():
+    import pandas as pd
+
+    from gcbench.report.analysis.measurement import contention_statement
+
+    df = pd.DataFrame(
+        {
+            "cpu_contention_share": [0.01, 0.03, 0.4],
+            "flags": [[], ["CPU contention: other processes used 3.0 % ..."], []],
+            "reasons": [[], [], ["CPU contention: other processes used 40.0 % ..."]],
+        }
+    )
+    text = contention_statement(df, {"validation": {"cpu_contention_flag_share": 0.02}})
+    assert "Above 2 % of the trial's core-seconds the trial is flagged, above 20 % invalid" in text
+    assert "3.0 % in the median trial and 40.0 % at most, over 3 trials measured" in text
+    assert "1 trials flagged and 1 invalid by this rule" in text

@@ -213,3 +213,26 @@ def test_a_preprocessor_version_nobody_built_is_skipped_not_measured(context, ma
     )
     with pytest.raises(SkipTrial, match=r"preprocessor c version 000000000000 is not built"):
         tinylm.run(spec, context(spec))
+
+
+@pytest.mark.parametrize("path", ["torch", "external"])
+def test_every_repetition_reads_the_stream_from_its_start_whatever_the_warmup(
+    context, make_spec, cache, tmp_path, path
+):
+    # inference does not change the model: the same seed and the same batches give the same loss
+    settings = {**TINY, "cache_dir": str(cache)}
+    if path == "external":
+        settings.update(path="external-go", tokenizer_bin=str(fake_native_tokenizer(tmp_path)))
+    losses = []
+    for steps in (0, 3, 7):
+        spec = make_spec("tinylm", settings, window=Amount(steps=4), warmup=Amount(steps=steps))
+        losses.append(tinylm.run(spec, context(spec))["loss_mean"])
+    assert losses[0] == losses[1] == losses[2]
+
+
+def test_the_encoder_cache_is_warm_when_the_window_opens(context, make_spec, cache):
+    spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache)}, window=Amount(steps=6), warmup=Amount(steps=0))
+    out = tinylm.run(spec, context(spec))
+    # every chunk of the window was in the cache: no BPE merge ran inside the window
+    assert out["tokenized_in_window_tokens"] > 0
+    assert out["encoder_cache_misses_in_window"] == 0

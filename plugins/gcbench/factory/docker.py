@@ -82,6 +82,7 @@ def trial_operator_kwargs(
     home: Path | None = None,
     native_dir: Path | None = None,
     attempt_id: str | None = None,
+    host_devices: list[int] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of the DockerOperator that runs one trial.
 
@@ -97,6 +98,10 @@ def trial_operator_kwargs(
             :func:`gcbench.tokenizer.preprocessors.native_root`.
         attempt_id: the attempt (:func:`gcbench.factory.local.begin_attempt`), given to
             the trial as ``GCBENCH_ATTEMPT_ID``.
+        host_devices: the GPUs the plan may use on this host, given to the trial as
+            ``GCBENCH_HOST_DEVICES`` (:func:`gcbench.factory.local.trial_env`). The trial
+            pins itself to its CPU set inside the container (``sched_setaffinity``;
+            Airflow's DockerOperator has no ``cpuset_cpus``), as under the local runner.
 
     Returns:
         A dict for ``DockerOperator(task_id=..., **kwargs)``.
@@ -136,6 +141,10 @@ def trial_operator_kwargs(
     }
     if attempt_id:
         environment["GCBENCH_ATTEMPT_ID"] = attempt_id
+    if host_devices:
+        from gcbench.energy.cpuset import HOST_DEVICES_ENV
+
+        environment[HOST_DEVICES_ENV] = ",".join(str(d) for d in sorted(set(host_devices)))
     kwargs: dict[str, Any] = {
         "image": image,
         "command": ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR],
@@ -212,6 +221,7 @@ def run_docker(
     timeout_s: float,
     docker_url: str | None = None,
     attempt_id: str | None = None,
+    host_devices: list[int] | None = None,
 ) -> int:
     """Run a trial container through a DockerOperator inside the current task.
 
@@ -237,7 +247,13 @@ def run_docker(
     op = DockerOperator(
         task_id=f"trial_{spec.trial_id}",
         **trial_operator_kwargs(
-            spec, image, host_outdir, timeout_s=timeout_s, docker_url=docker_url, attempt_id=attempt_id
+            spec,
+            image,
+            host_outdir,
+            timeout_s=timeout_s,
+            docker_url=docker_url,
+            attempt_id=attempt_id,
+            host_devices=host_devices,
         ),
     )
     Path(host_outdir).mkdir(parents=True, exist_ok=True)

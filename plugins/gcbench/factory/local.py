@@ -218,15 +218,30 @@ def trial_argv(spec_path: str, outdir: str, python: str | None = None) -> list[s
     return [python or sys.executable, "-m", "gcbench.trial", str(spec_path), str(outdir)]
 
 
-def trial_env(spec: TrialSpec, base: dict[str, str] | None = None, attempt_id: str | None = None) -> dict[str, str]:
+def trial_env(
+    spec: TrialSpec,
+    base: dict[str, str] | None = None,
+    attempt_id: str | None = None,
+    host_devices: list[int] | None = None,
+) -> dict[str, str]:
     """Environment of the trial process: the runner's, plus the trial's GPUs.
 
     ``CUDA_VISIBLE_DEVICES`` holds the trial's host indices and ``CUDA_DEVICE_ORDER`` is
     ``PCI_BUS_ID`` whatever the runner's own environment says, as in the docker runner:
     CUDA then numbers GPUs in PCI bus order, as NVML and nvidia-smi do, so the GPU a
     workload computes on is the one the meter measures (by default CUDA numbers them
-    fastest first, and on a host with two GPU models index 1 is another GPU for each)."""
+    fastest first, and on a host with two GPU models index 1 is another GPU for each).
+
+    ``GCBENCH_HOST_DEVICES`` holds ``host_devices``, the GPU indices the plan may use on
+    this host: where ``/sys`` shows no GPU they are the slots the host's CPUs are split
+    into, one slice per GPU (:mod:`gcbench.energy.cpuset`), so concurrent trials on
+    different GPUs get disjoint CPU sets."""
+    from gcbench.energy.cpuset import HOST_DEVICES_ENV
+
     env = dict(os.environ if base is None else base)
+    env.pop(HOST_DEVICES_ENV, None)
+    if host_devices:
+        env[HOST_DEVICES_ENV] = ",".join(str(d) for d in sorted(set(host_devices)))
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["PYTHONUNBUFFERED"] = "1"
@@ -285,7 +300,12 @@ def restore_devices(outdir: Path) -> str | None:
 
 
 def run_local(
-    spec: TrialSpec, outdir: Path, timeout_s: float, python: str | None = None, gpu_wait_s: float = 0.0
+    spec: TrialSpec,
+    outdir: Path,
+    timeout_s: float,
+    python: str | None = None,
+    gpu_wait_s: float = 0.0,
+    host_devices: list[int] | None = None,
 ) -> RunnerOutcome:
     """Run one trial as a subprocess and wait for it.
 
@@ -294,7 +314,8 @@ def run_local(
     says so); only a process that cannot be started raises. ``timeout_s`` counts
     from the trial's start (a wait for its GPUs, ``gpu_wait_s``, is before it and
     only recorded). A stop request stops the trial and records why
-    (``RunnerOutcome.interrupted``).
+    (``RunnerOutcome.interrupted``). ``host_devices``: the GPUs the plan may use on this
+    host (:func:`trial_env`).
 
     Raises:
         TrialInterrupted: a stop was requested before the trial started.
@@ -319,7 +340,7 @@ def run_local(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=trial_env(spec, attempt_id=attempt_id),
+            env=trial_env(spec, attempt_id=attempt_id, host_devices=host_devices),
             start_new_session=True,
             preexec_fn=die_with_parent(),
         )

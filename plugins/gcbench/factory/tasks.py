@@ -265,6 +265,9 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
     if kinds.get(spec.kind).runs_beside:
         runner = "local"  # the meter runs on the worker; the trial starts the user's container itself
     holder = f"trial {spec.trial_id} of {plan.dag_id} {ctx['run_id']}"
+    host = trial.get("host")
+    # the slots of the host's CPU split where /sys shows no GPU (gcbench.energy.cpuset)
+    host_devices = list(plan.hosts[host].devices) if host in plan.hosts else list(plan.devices)
     try:
         # the lease is taken before the trial starts: its wait is in neither the
         # measured window nor the trial's time limit (both start afterwards)
@@ -293,6 +296,7 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
                             ctx,
                             timeout_s=plan.trial_timeout_s,
                             attempt_id=attempt_id,
+                            host_devices=host_devices,
                         )
                 except KeyboardInterrupt:  # gcbench run got Ctrl-C: the container is removed
                     interrupted = local.stop_requested() or "interrupted"
@@ -308,7 +312,13 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
                     attempt_id=attempt_id,
                 ).save()
             else:
-                outcome = run_local(spec, Path(trial["outdir"]), plan.trial_timeout_s, gpu_wait_s=lease.wait_s)
+                outcome = run_local(
+                    spec,
+                    Path(trial["outdir"]),
+                    plan.trial_timeout_s,
+                    gpu_wait_s=lease.wait_s,
+                    host_devices=host_devices,
+                )
                 code, interrupted = outcome.exit_code, outcome.interrupted
     except (gpulock.LeaseAborted, TrialInterrupted) as exc:
         raise AirflowSkipException(f"trial {spec.trial_id} not started: {exc}") from exc

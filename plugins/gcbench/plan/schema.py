@@ -168,6 +168,13 @@ class ValidationSettings(_Strict):
             per second of the window) differing by more than this factor flag both and
             make the group inconclusive (with two values nobody can tell which is
             right; from three on, the MAD rule finds the outlier).
+        cpu_contention_flag_share: other processes using more than this share of the
+            trial's core-seconds during a window (its CPU set, /proc; see
+            :mod:`gcbench.energy.cpuset`) flag the trial; cpu_contention_invalid_share:
+            ... and more than this invalidates it (None, the default: contention only
+            flags; a study plan sets it, plans/regime.yaml 0.2). A single-threaded hog on
+            one of n cores shows as about 1/(2n) yet can stall a pool of n threads: keep
+            them low.
     """
 
     min_window_periods: float = Field(default=10.0, ge=0)
@@ -183,6 +190,8 @@ class ValidationSettings(_Strict):
     stability_stall_flag_ratio: float = Field(default=3.0, gt=1)
     stability_stall_invalid_rel: float = Field(default=0.5, gt=0, le=1)
     twin_max_ratio: float = Field(default=2.0, gt=1)
+    cpu_contention_flag_share: float = Field(default=0.05, ge=0, le=1)
+    cpu_contention_invalid_share: float | None = Field(default=None, gt=0, le=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -201,8 +210,9 @@ class ValidationSettings(_Strict):
         for flag, invalid in (
             ("cross_check_flag_rel", "cross_check_invalid_rel"),
             ("stability_drift_flag_ratio", "stability_drift_invalid_ratio"),
+            ("cpu_contention_flag_share", "cpu_contention_invalid_share"),
         ):
-            if getattr(self, flag) > getattr(self, invalid):
+            if getattr(self, invalid) is not None and getattr(self, flag) > getattr(self, invalid):
                 raise ValueError(
                     f"{flag} ({getattr(self, flag):g}) must not exceed {invalid} ({getattr(self, invalid):g})"
                 )

@@ -403,7 +403,10 @@ def _run_distributed(
     ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
-    env.setdefault("OMP_NUM_THREADS", "1")
+    # the DDP processes share the trial's CPU set (gcbench.energy.cpuset): its threads split among them
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        given = env.get(name, "")
+        env[name] = str(max(1, int(given) // gpus)) if given.isdigit() else "1"
     log_path = outdir / "torchrun.log"
     ctx.log(f"launching {gpus} DDP processes: {' '.join(argv)}")
     deadline = time.monotonic() + float(cfg["launch_timeout_s"])

@@ -29,6 +29,11 @@ every path, batch ``i`` holds the same ids in the same order (the whole corpus's
 cut into sequences of ``context_length + 1`` advancing by ``context_length``, wrapping
 at the end; ``batch_size`` sequences per step), whatever the worker count.
 
+Every repetition's main window reads the token stream from its start: the warm-up reads
+it too, and the batches restart at index 0 after it (DataLoader workers restarted and
+primed outside the window), so repetitions differ by their seed, never by where the data
+start or how long the warm-up took.
+
 Steady state: before the first window the torch path encodes the corpus once (to
 locate its pre-token chunks, which also fills the reference encoder's cache; workers get
 that warmed encoder, an ``hf`` encoder warms itself on the corpus), and the loader is
@@ -461,6 +466,10 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
         run_steps(spec.warmup, step, default_steps=0)
         if sync is not None:
             sync()
+        # every repetition's window reads the token stream from its start, however many steps the warm-up took
+        batches.close()
+        batches = tinylm_data.OrderedBatches(source, loader["workers"], loader["prefetch"], pin)
+        batches.prime()
         loss_sum.zero_()
         tally.update(encoded=0, misses=0, misses_known=True, busy_s=0.0)
         with ctx.window():

@@ -293,6 +293,34 @@ def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
     )
 
 
+def contention_statement(df: pd.DataFrame, plan: dict | None) -> str:
+    """The CPU-set and contention rule with the thresholds this run used, and its outcome."""
+    from gcbench.validate import CONTENTION_PREFIX
+
+    v = _plan_validation(plan)
+
+    def count(col: str) -> int:
+        return int(sum(any(str(x).startswith(CONTENTION_PREFIX) for x in items) for items in df[col]))
+
+    shares = pd.to_numeric(df.get("cpu_contention_share", pd.Series(dtype=float)), errors="coerce").dropna()
+    seen = (
+        f"others' share was {100 * float(shares.median()):.1f} % in the median trial and "
+        f"{100 * float(shares.max()):.1f} % at most, over {len(shares)} trials measured"
+        if len(shares)
+        else "no trial recorded its contention"
+    )
+    return (
+        f"Each trial runs pinned to its own CPU set: its GPUs' share of the host, next to the GPU's NUMA node "
+        f"when /sys tells, with as many PyTorch/OpenMP/MKL threads as CPUs (result.json's cpus), so trials on "
+        f"a host's GPUs never share a core. At each window edge /proc gives the busy time of those CPUs and "
+        f"the CPU time of the trial's own processes; the difference is what other processes took. Above "
+        f"{v.cpu_contention_flag_share * 100:g} % of the trial's core-seconds the trial is flagged, above "
+        f"{v.cpu_contention_invalid_share * 100:g} % invalid (the plan's validation.cpu_contention_flag_share "
+        f"and cpu_contention_invalid_share). This run: {seen}; {count('flags')} trials flagged and "
+        f"{count('reasons')} invalid by this rule. See docs/measurement.md."
+    )
+
+
 @dataclass
 class Measurement:
     """The "How this was measured" section.
@@ -314,6 +342,7 @@ class Measurement:
             recorded), or None when no trial is simulated.
         cross_check: the counter cross-check's rule, thresholds and outcome, in words.
         stability: the throughput-stability rules, thresholds and outcome, in words.
+        contention: the CPU-set and contention rule, thresholds and outcome, in words.
     """
 
     methods: list[dict]
@@ -329,6 +358,7 @@ class Measurement:
     simulated_model: dict | None = None
     cross_check: str = ""
     stability: str = ""
+    contention: str = ""
 
 
 def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
@@ -436,4 +466,5 @@ def build_measurement(
         simulated_model=simulated_model(df),
         cross_check=cross_check_statement(df, data.plan),
         stability=stability_statement(df, data.plan),
+        contention=contention_statement(df, data.plan),
     )

@@ -351,6 +351,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         edge_correction=m.edge_correction,
         cross_check=m.cross_check,
         stability=m.stability,
+        contention=m.contention,
         sim_model=sim_model,
         example_trial=m.example_trial or "",
         configured_hz=fmt_num(m.configured_hz, 3) if m.configured_hz else "unknown",
