@@ -232,10 +232,13 @@ def report_cmd(
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     rapl_root: str = typer.Option("/sys/class/powercap", help="powercap tree to probe for RAPL."),
-    plan: Path | None = typer.Option(None, "--plan", help="Also probe this plan's node meter (energy.node)."),
+    plan: Path | None = typer.Option(
+        None, "--plan", help="Also probe this plan's node meter (energy.node) and list its own preprocessors."
+    ),
 ) -> None:
     """What this machine can measure (NVML, nvidia-smi, RAPL, the node's BMC, Docker, GPU
-    mapping) and why not, and the workload kinds installed here (entry-point group gcbench.workloads)."""
+    mapping) and why not, the workload kinds installed here (entry-point group gcbench.workloads)
+    and the declared preprocessors (built-in, and with --plan the plan's) with their toolchains."""
     from gcbench import kinds
     from gcbench.energy import doctor
 
@@ -263,10 +266,9 @@ def doctor_cmd(
             doctor.format_text({k: v for k, v in findings.items() if k not in ("workload_kinds", "preprocessors")})
         )
         typer.echo(kinds_text)
-        typer.echo(
-            "preprocessors (path: external-<name>): "
-            + "; ".join(f"{name}: {p['toolchain']}" for name, p in findings["preprocessors"].items())
-        )
+        typer.echo("preprocessors (path: external-<name>):")
+        for name, p in findings["preprocessors"].items():
+            typer.echo(f"  {name}: {p['source']} (declared in {p['declared_in']}); {p['toolchain']}")
 
 
 def _preprocessor_findings(plan) -> dict[str, dict[str, str]]:
@@ -286,7 +288,7 @@ def _preprocessor_findings(plan) -> dict[str, dict[str, str]]:
         tool = (pre.decl.build.local or pre.decl.build.command)[0]
         out[name] = {
             "source": str(pre.source_dir),
-            "declared_in": pre.origin,
+            "declared_in": str(Path(pre.origin).resolve()) if Path(pre.origin).is_file() else pre.origin,
             "toolchain": f"{tool} found"
             if shutil.which(tool)
             else f"{tool} not on PATH (local builds fail; the docker runner builds in {pre.toolchain_image()})",

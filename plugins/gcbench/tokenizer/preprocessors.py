@@ -110,12 +110,12 @@ class ConformanceError(TokenizerBuildError):
 def _check_argv(argv: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
     if not argv or not all(isinstance(a, str) and a for a in argv):
         raise ValueError(f"{what} must be a non-empty list of non-empty strings")
+    del what  # the error's field path names it
     for arg in argv:
         for name in _PLACEHOLDER.findall(arg):
             if name not in allowed:
                 raise ValueError(
-                    f"{what}: unknown placeholder {{{name}}} in {arg!r}; allowed: "
-                    + ", ".join(f"{{{p}}}" for p in allowed)
+                    f"unknown placeholder {{{name}}} in {arg!r}; allowed: " + ", ".join(f"{{{p}}}" for p in allowed)
                 )
     return argv
 
