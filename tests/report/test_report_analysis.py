@@ -218,7 +218,14 @@ def test_measurement_states_the_contention_rule_with_the_plans_thresholds_and_th
             "reasons": [[], [], ["CPU contention: other processes used 40.0 % ..."]],
         }
     )
-    text = contention_statement(df, {"validation": {"cpu_contention_flag_share": 0.02}})
+    text = contention_statement(
+        df, {"validation": {"cpu_contention_flag_share": 0.02, "cpu_contention_invalid_share": 0.2}}
+    )
     assert "Above 2 % of the trial's core-seconds the trial is flagged, above 20 % invalid" in text
     assert "3.0 % in the median trial and 40.0 % at most, over 3 trials measured" in text
     assert "1 trials flagged and 1 invalid by this rule" in text
+    default = contention_statement(df, {"validation": {}})  # the default: contention only flags
+    assert (
+        "Above 5 % of the trial's core-seconds the trial is flagged (validation.cpu_contention_flag_share)" in default
+    )
+    assert "so contention never invalidates a trial here" in default

@@ -59,14 +59,13 @@ from typing import Any
 from gcbench.config import default_runner
 from gcbench.factory import tasks
 from gcbench.factory.tasks import DOCKER_GRACE_S, collect_run, fail_fast
-from gcbench.plan.expand import variants
+from gcbench.plan.expand import preprocessors_used, variants
 from gcbench.plan.identifiers import (
     device_key,
     device_sets,
     host_device_sets,
     host_pool_name,
     pool_name,
-    preprocessors_used,
     trial_pool,
 )
 from gcbench.plan.schedule import START_DATE

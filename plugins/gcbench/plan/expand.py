@@ -313,8 +313,6 @@ def check_preprocessors(plan: Plan, lines: dict | None = None, source: str = "<p
 def preprocessor_entries(plan: Plan) -> dict[str, dict[str, Any]]:
     """The spec entries (:meth:`Preprocessor.spec_entry`) of the preprocessors the plan's
     trials use, by name (their sources hashed once per expansion)."""
-    from gcbench.plan.identifiers import preprocessors_used
-
     used = preprocessors_used(plan)
     if not used:
         return {}
@@ -425,3 +423,22 @@ def expand(
     if plan.order == "randomized":
         random.Random(plan.seed).shuffle(specs)
     return [s.model_copy(update={"order": i}) for i, s in enumerate(specs)]
+
+
+def preprocessors_used(plan: Plan) -> list[str]:
+    """Names of the declared preprocessors the plan's trials use (the DAG builds these):
+    every ``external-<name>`` value of a kind's ``preprocessor_setting``, sorted."""
+    from gcbench import kinds
+    from gcbench.tokenizer.preprocessors import preprocessor_of_path
+
+    names = set()
+    for w in plan.workloads:
+        kind = kinds.find(w.kind)
+        setting = kind.preprocessor_setting if kind else None
+        if setting is None:
+            continue
+        for value in [*w.matrix.get(setting, []), w.settings.get(setting)]:
+            name = preprocessor_of_path(value)
+            if name is not None:
+                names.add(name)
+    return sorted(names)

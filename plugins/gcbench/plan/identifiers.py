@@ -122,6 +122,8 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
     for host, sets in host_device_sets(plan).items():
         field = ("hosts", host)
         out += [("task id", f"collect_{host}", field), ("queue", plan.hosts[host].queue, field + ("queue",))]
+        from gcbench.plan.expand import preprocessors_used
+
         if preprocessors_used(plan):
             out.append(("task id", f"build_tokenizers_{host}", field))
         for devices in sets:
@@ -214,22 +216,3 @@ def trial_label(variant: str, repetition: int, trial_id: str) -> str:
         return label
     tail = f"… #{repetition} ({trial_id})"
     return variant[: MAP_INDEX_LABEL_MAX_CHARS - len(tail)] + tail
-
-
-def preprocessors_used(plan: Plan) -> list[str]:
-    """Names of the declared preprocessors the plan's trials use (the DAG builds these):
-    every ``external-<name>`` value of a kind's ``preprocessor_setting``, sorted."""
-    from gcbench import kinds
-    from gcbench.tokenizer.preprocessors import preprocessor_of_path
-
-    names = set()
-    for w in plan.workloads:
-        kind = kinds.find(w.kind)
-        setting = kind.preprocessor_setting if kind else None
-        if setting is None:
-            continue
-        for value in [*w.matrix.get(setting, []), w.settings.get(setting)]:
-            name = preprocessor_of_path(value)
-            if name is not None:
-                names.add(name)
-    return sorted(names)

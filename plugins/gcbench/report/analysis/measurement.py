@@ -314,9 +314,15 @@ def contention_statement(df: pd.DataFrame, plan: dict | None) -> str:
         f"when /sys tells, with as many PyTorch/OpenMP/MKL threads as CPUs (result.json's cpus), so trials on "
         f"a host's GPUs never share a core. At each window edge /proc gives the busy time of those CPUs and "
         f"the CPU time of the trial's own processes; the difference is what other processes took. Above "
-        f"{v.cpu_contention_flag_share * 100:g} % of the trial's core-seconds the trial is flagged, above "
-        f"{v.cpu_contention_invalid_share * 100:g} % invalid (the plan's validation.cpu_contention_flag_share "
-        f"and cpu_contention_invalid_share). This run: {seen}; {count('flags')} trials flagged and "
+        f"{v.cpu_contention_flag_share * 100:g} % of the trial's core-seconds the trial is flagged"
+        + (
+            f", above {v.cpu_contention_invalid_share * 100:g} % invalid (the plan's validation."
+            "cpu_contention_flag_share and cpu_contention_invalid_share)"
+            if v.cpu_contention_invalid_share is not None
+            else " (validation.cpu_contention_flag_share); this plan sets no cpu_contention_invalid_share, "
+            "so contention never invalidates a trial here"
+        )
+        + f". This run: {seen}; {count('flags')} trials flagged and "
         f"{count('reasons')} invalid by this rule. See docs/measurement.md."
     )
 

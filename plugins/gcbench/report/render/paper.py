@@ -38,8 +38,8 @@ from gcbench import kinds, stats
 from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
-from gcbench.report.render.tables import DASH, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
-from gcbench.report.render.utilization import BUSY_HEADS, busy_cells, busy_note, has_busy
+from gcbench.report.render.tables import DASH, busy_cells, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
+from gcbench.report.render.utilization import BUSY_HEADS, busy_note, has_busy
 
 PURE_PYTORCH = "torch"
 """The ``path`` level of pure PyTorch (tokenization inside the process): the regime

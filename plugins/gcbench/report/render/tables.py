@@ -27,6 +27,7 @@ from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group
 from gcbench.report.fmt import fmt_num
 from gcbench.report.metrics import RATIOS, info, is_simulated_metric, table_metrics
+from gcbench.report.render.utilization import PERCENT, busy_note
 from gcbench.report.scale import Unit, choose_unit
 
 DASH = "–"
@@ -88,6 +89,14 @@ def summary_cell(
         v = values[np.isfinite(values)] if values is not None else np.array([])
         return Cell("trials: " + ", ".join(fmt_in(float(x), unit) for x in v), trials=True)
     return Cell(fmt_in(s.median, unit), fmt_ci(s.ci_low, s.ci_high, unit), fmt_ci(*band, unit) if band else "")
+
+
+def busy_cells(g: Group) -> list[str]:
+    """A group's busy and idle share cells (median of its valid trials, or their values
+    below the summary's minimum n; en dash when unknown)."""
+    return [
+        summary_cell(g.summaries.get(m), g.values.get(m), PERCENT).text() for m in ("gpu_busy_share", "gpu_idle_share")
+    ]
 
 
 def pooled_cell(p: stats.RatioSummary | None, unit: Unit) -> Cell:
@@ -267,8 +276,6 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
                 f"{_unknown_reason(a, workload, c.metric)}: shown as {DASH}, never 0."
             )
     if any(c.metric == "gpu_busy_share" for c in cols):
-        from gcbench.report.render.utilization import busy_note  # it builds on this module's cells
-
         busy_text = busy_note(groups)
         if busy_text:
             notes.append(busy_text)

@@ -1,5 +1,6 @@
-"""The GPU's busy and idle share in the report's tables: the paper table's two columns
-and the note under every table that shows them (numbers from
+"""The GPU's busy and idle share in the report's tables: the paper table's two column
+heads and the note under every table that shows them (the cells are
+:func:`gcbench.report.render.tables.busy_cells`) (numbers from
 :mod:`gcbench.report.analysis.utilization`)."""
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from gcbench.report.analysis.utilization import (
     describe_busy_method,
     starved_groups,
 )
-from gcbench.report.render.tables import summary_cell
 from gcbench.report.scale import Unit
 
 PERCENT = Unit("%", 0.01)
@@ -19,14 +19,6 @@ PERCENT = Unit("%", 0.01)
 
 BUSY_HEADS = ("GPU busy share (%)", "GPU idle share (%)")
 """The paper tables' heads of the two columns."""
-
-
-def busy_cells(g: Group) -> list[str]:
-    """A group's busy and idle share cells (median of its valid trials, or their values
-    below the summary's minimum n; en dash when unknown)."""
-    return [
-        summary_cell(g.summaries.get(m), g.values.get(m), PERCENT).text() for m in ("gpu_busy_share", "gpu_idle_share")
-    ]
 
 
 def has_busy(groups: list[Group]) -> bool:
