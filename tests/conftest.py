@@ -83,3 +83,26 @@ def gcbench_env(tmp_path, monkeypatch, pg_url):
     monkeypatch.setenv("GCBENCH_DATABASE_URL", pg_url)
     monkeypatch.setenv("GCBENCH_PROJECT_ROOT", str(REPO))
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _own_cpus_do_not_outlive_a_test():
+    """A trial run in the test process (``gcbench.trial.run_trial``) pins it to the trial's
+    CPU set and sets OMP/MKL thread variables (gcbench.energy.cpuset), as a trial process
+    should; here they would outlive the test and slow or skew every later one, so each
+    test ends with the affinity of every thread and those variables as they were."""
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    affinity = os.sched_getaffinity(0)
+    env = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            if os.sched_getaffinity(int(tid)) != affinity:
+                os.sched_setaffinity(int(tid), affinity)
+        except OSError:  # a thread that ended meanwhile
+            pass
