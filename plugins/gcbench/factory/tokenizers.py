@@ -7,8 +7,9 @@ trials use, then checks it against the Python reference before any trial runs:
 * Local runner: :func:`gcbench.tokenizer.preprocessors.build_local`.
 * Docker runner: :func:`build_in_docker`, a DockerOperator running the declared
   ``build.command`` in its toolchain image (``build.image``; made from the declared
-  ``build.dockerfile`` when it is missing, :func:`toolchain_image_build_argv`) with the
-  sources mounted read-only at ``/src`` and the binaries cache read-write at ``/out``,
+  ``build.dockerfile`` when it is missing, through the engine's API,
+  :func:`toolchain_image_build_kwargs`: the Airflow images have no ``docker`` command;
+  ``GCBENCH_BASE_IMAGE`` sets its ``BASE_IMAGE``) with the sources mounted read-only at ``/src`` and the binaries cache read-write at ``/out``,
   no network, as the calling user; its log is the compiler's output.
 
 Both leave the binary in a cache folder named by the SHA-256 of its sources
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,43 @@ def docker_build_output(pre: Preprocessor, cache_dir: Path, source_hash: str) ->
     return Path(cache_dir) / Path(in_container).relative_to(CONTAINER_OUT)
 
 
+def toolchain_image_build_kwargs(pre: Preprocessor, *, base_image: str | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``docker.APIClient.build`` that make ``pre``'s toolchain image:
+    the same build as :func:`toolchain_image_build_argv`, through the engine's API.
+
+    The Airflow images have the Docker SDK but no ``docker`` command, so the build task
+    makes a missing toolchain image this way (the context is read and sent by the SDK;
+    a Dockerfile outside the context is sent with it).
+
+    Raises:
+        TokenizerBuildError: the declaration names no Dockerfile.
+    """
+    argv = toolchain_image_build_argv(pre, base_image=base_image)
+    dockerfile = pre.dockerfile()
+    assert dockerfile is not None  # toolchain_image_build_argv raised otherwise
+    kwargs: dict[str, Any] = {
+        "path": argv[-1],
+        "dockerfile": str(dockerfile),
+        "tag": pre.toolchain_image(),
+        "network_mode": "host",  # apt/pip in the Dockerfile; an engine may have no default bridge
+        "rm": True,
+        "decode": True,
+    }
+    if pre.decl.build.target:
+        kwargs["target"] = pre.decl.build.target
+    if base_image:
+        kwargs["buildargs"] = {"BASE_IMAGE": base_image}
+    return kwargs
+
+
 def _ensure_image(pre: Preprocessor, client: Any, image: str) -> None:
+    """Make ``image`` from the declared Dockerfile when the engine lacks it (its build log
+    goes to the task log).
+
+    Raises:
+        TokenizerBuildError: no Dockerfile is declared, or the image build failed (the
+            last lines of its log in the message).
+    """
     import docker
 
     try:
@@ -139,13 +175,30 @@ def _ensure_image(pre: Preprocessor, client: Any, image: str) -> None:
         raise TokenizerBuildError(
             pre.name, pre.source_dir, f"toolchain image {image} not found and no build.dockerfile is declared"
         )
-    argv = toolchain_image_build_argv(pre, base_image=os.environ.get("GCBENCH_BASE_IMAGE") or None)
-    print("making the toolchain image:", " ".join(argv))
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-30:])
-        raise TokenizerBuildError(pre.name, pre.dockerfile(), f"docker build of {image} failed:\n{tail}")
+    base_image = os.environ.get("GCBENCH_BASE_IMAGE") or None
+    kwargs = toolchain_image_build_kwargs(pre, base_image=base_image)
+    kwargs["tag"] = image
+    print("making the toolchain image:", " ".join(toolchain_image_build_argv(pre, base_image=base_image)))
+    lines: list[str] = []
+    error = None
+    try:
+        for chunk in client.api.build(**kwargs):
+            text = chunk.get("stream") or chunk.get("status") or ""
+            if text:
+                print(text, end="" if text.endswith("\n") else "\n")
+                lines.extend(text.rstrip("\n").splitlines())
+            if chunk.get("error"):
+                error = str(chunk["error"]).strip()
+    except docker.errors.APIError as exc:
+        error = str(exc)
+    if error is None:
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            error = "the engine reported no error but has no such image"
+    if error is not None:
+        tail = "\n".join(lines[-30:])
+        raise TokenizerBuildError(pre.name, pre.dockerfile(), f"docker build of {image} failed: {error}\n{tail}")
 
 
 def build_in_docker(
@@ -190,8 +243,6 @@ def build_in_docker(
         os.chmod(staging, 0o755)
         os.replace(staging, target)
         shutil.rmtree(Path(cache_dir) / f".docker-build-{source_hash[:16]}", ignore_errors=True)
-        write_provenance(
-            target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id
-        )
+        write_provenance(target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id)
     ensure_conformant(pre, target, cache_dir)
     return target
