@@ -98,3 +98,21 @@ def test_toolchain_image_build_kwargs_are_the_cli_build_through_the_engines_api(
         "gcbench/preprocessor-c-toolchain:1",
     )
     assert "target" not in kwargs and "buildargs" not in kwargs  # the Dockerfile's own default base
+
+
+def test_a_container_build_writes_into_folders_made_beforehand_one_stage_per_build(tmp_path):
+    """``cc -o /out/<stage>/gcbench-tok-c`` does not create ``<stage>`` (the compose test's
+    first C build failed with "ld: cannot open output file"), and two backfilled nights
+    building the same version at once must not share (and remove) one stage folder."""
+    from gcbench.plan.loader import load_plan
+
+    c = load_plan(REPO / "examples" / "tokenizer-c" / "plan.yaml").declared_preprocessors()["c"]
+    cache = tmp_path / "tools"
+    h = c.source_hash()
+    one = tk.prepare_docker_build(c, cache, h)
+    other = tk.prepare_docker_build(c, cache, h)
+    assert one != other and one.startswith(f".docker-build-{h[:16]}-") and other.startswith(f".docker-build-{h[:16]}-")
+    assert (cache / one).is_dir() and (cache / other).is_dir() and (cache / "work-c").is_dir()
+    kwargs = tk.docker_build_kwargs(c, cache, stage=one, docker_url="unix://docker.sock")
+    assert kwargs["command"] == ["cc", "-O2", "-std=c99", "-o", f"/out/{one}/gcbench-tok-c", "tok.c"]
+    assert tk.docker_build_output(c, cache, h, one) == cache / one / "gcbench-tok-c"

@@ -65,12 +65,33 @@ def toolchain_image_build_argv(pre: Preprocessor, *, base_image: str | None = No
     return argv + [str(context)]
 
 
-def _stage(source_hash: str) -> str:
-    return f"{CONTAINER_OUT}/.docker-build-{source_hash[:16]}"
+def stage_name(source_hash: str, build_id: str | None = None) -> str:
+    """The folder of the cache a container build writes ``{out}`` into:
+    ``.docker-build-<hash16>``, with ``-<build_id>`` for one build of several at once."""
+    return f".docker-build-{source_hash[:16]}" + (f"-{build_id}" if build_id else "")
 
 
-def _container_values(pre: Preprocessor, source_hash: str) -> dict[str, str]:
-    return {"out": f"{_stage(source_hash)}/{pre.binary_name}", "work": f"{CONTAINER_OUT}/work-{pre.name}"}
+def _container_values(pre: Preprocessor, source_hash: str, stage: str | None = None) -> dict[str, str]:
+    folder = f"{CONTAINER_OUT}/{stage or stage_name(source_hash)}"
+    return {"out": f"{folder}/{pre.binary_name}", "work": f"{CONTAINER_OUT}/work-{pre.name}"}
+
+
+def prepare_docker_build(pre: Preprocessor, cache_dir: Path, source_hash: str) -> str:
+    """Make the folders a container build writes into, before it starts; returns the
+    stage's name (:func:`stage_name`, unique to this build).
+
+    The container's compiler is not asked to create folders (``cc -o`` does not): the
+    cache, ``<cache>/work-<name>`` (``{work}``) and ``<cache>/<stage>`` (the folder of
+    ``{out}``) exist, owned by the task's user, which the container runs as. The stage
+    is this build's own, so that two runs building the same version at once (two
+    backfilled nights) never remove or overwrite each other's output.
+    """
+    import secrets
+
+    stage = stage_name(source_hash, f"{os.getpid()}-{secrets.token_hex(4)}")
+    for folder in (Path(cache_dir), Path(cache_dir) / f"work-{pre.name}", Path(cache_dir) / stage):
+        folder.mkdir(parents=True, exist_ok=True)
+    return stage
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -80,7 +101,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def docker_build_kwargs(
-    pre: Preprocessor, cache_dir: Path, *, image: str | None = None, docker_url: str | None = None
+    pre: Preprocessor,
+    cache_dir: Path,
+    *,
+    image: str | None = None,
+    docker_url: str | None = None,
+    stage: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of the DockerOperator that builds ``pre``.
 
@@ -89,17 +115,19 @@ def docker_build_kwargs(
         cache_dir: the binaries cache on the Docker host (bind-mounted at /out).
         image: the toolchain image; default :meth:`Preprocessor.toolchain_image`.
         docker_url: engine address; default ``DOCKER_HOST`` or the local socket.
+        stage: the folder of ``{out}`` in the cache (:func:`prepare_docker_build`);
+            default ``.docker-build-<hash16>``.
 
     Returns:
         A dict for ``DockerOperator(task_id=..., **kwargs)``: the declared command with
-        ``{out}`` = ``/out/.docker-build-<hash16>/gcbench-tok-<name>`` and ``{work}`` =
+        ``{out}`` = ``/out/<stage>/gcbench-tok-<name>`` and ``{work}`` =
         ``/out/work-<name>``, sources read-only at /src, no network, the calling user's
         uid:gid, container removed afterwards, the compiler's output in the task log.
     """
     from docker.types import Mount
 
     source_hash = pre.source_hash()
-    values = _container_values(pre, source_hash)
+    values = _container_values(pre, source_hash, stage)
     env = {"HOME": "/tmp", **{k: _fill(v, values) for k, v in pre.decl.build.env.items()}}
     return {
         "image": image or pre.toolchain_image(),
@@ -121,9 +149,9 @@ def docker_build_kwargs(
     }
 
 
-def docker_build_output(pre: Preprocessor, cache_dir: Path, source_hash: str) -> Path:
+def docker_build_output(pre: Preprocessor, cache_dir: Path, source_hash: str, stage: str | None = None) -> Path:
     """Where the container leaves the binary (host side of the declared ``artifact``)."""
-    in_container = _fill(pre.decl.build.artifact, _container_values(pre, source_hash))
+    in_container = _fill(pre.decl.build.artifact, _container_values(pre, source_hash, stage))
     return Path(cache_dir) / Path(in_container).relative_to(CONTAINER_OUT)
 
 
@@ -218,8 +246,8 @@ def build_in_docker(
     source_hash = pre.source_hash()
     target = pre.cached_binary(cache_dir, source_hash)
     if not is_built(target):
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        kwargs = docker_build_kwargs(pre, cache_dir, image=image, docker_url=docker_url)
+        stage = prepare_docker_build(pre, cache_dir, source_hash)
+        kwargs = docker_build_kwargs(pre, cache_dir, image=image, docker_url=docker_url, stage=stage)
 
         import docker
         from airflow.exceptions import AirflowException
@@ -230,19 +258,21 @@ def build_in_docker(
         image_id = client.images.get(kwargs["image"]).id
         op = DockerOperator(task_id=f"build_tokenizer_{pre.name}", **kwargs)
         try:
-            op.execute(context)
-        except AirflowException as exc:
-            raise TokenizerBuildError(
-                pre.name, pre.source_dir, f"container build failed (compiler output above in the log): {exc}"
-            ) from None
-        produced = docker_build_output(pre, cache_dir, source_hash)
-        if not produced.is_file():
-            raise TokenizerBuildError(pre.name, pre.source_dir, f"container exited 0 but {produced} does not exist")
-        staging = target.with_name(f".{target.name}.build{os.getpid()}")
-        shutil.copy2(produced, staging)
-        os.chmod(staging, 0o755)
-        os.replace(staging, target)
-        shutil.rmtree(Path(cache_dir) / f".docker-build-{source_hash[:16]}", ignore_errors=True)
+            try:
+                op.execute(context)
+            except AirflowException as exc:
+                raise TokenizerBuildError(
+                    pre.name, pre.source_dir, f"container build failed (compiler output above in the log): {exc}"
+                ) from None
+            produced = docker_build_output(pre, cache_dir, source_hash, stage)
+            if not produced.is_file():
+                raise TokenizerBuildError(pre.name, pre.source_dir, f"container exited 0 but {produced} does not exist")
+            staging = target.with_name(f".{target.name}.build{os.getpid()}")
+            shutil.copy2(produced, staging)
+            os.chmod(staging, 0o755)
+            os.replace(staging, target)  # atomic: a concurrent build of the same version is harmless
+        finally:
+            shutil.rmtree(Path(cache_dir) / stage, ignore_errors=True)
         write_provenance(target, pre, source_hash, f"docker:{kwargs['image']}", f"image {image_id}", image_id=image_id)
     ensure_conformant(pre, target, cache_dir)
     return target
