@@ -4,8 +4,9 @@
 #   1. the engine, base image, trial and tokenizer images of make test-docker
 #      (scripts/docker_lib.sh; the same GCBENCH_DOCKER_ROOT, so its layers are reused);
 #   2. an env file for the test deployment under $GCBENCH_DOCKER_ROOT/compose: random
-#      secrets, free ports on 127.0.0.1, a copy of the checkout's dags/, native/ and
-#      deploy/ (readable by the Airflow uid wherever the checkout lies) whose plans/
+#      secrets, free ports on 127.0.0.1, a copy of the checkout's dags/, native/,
+#      deploy/ and examples/tokenizer-c/ (readable by the Airflow uid wherever the
+#      checkout lies; GCBENCH_BASE_IMAGE for toolchain images the build task makes) whose plans/
 #      holds plans/smoke.yaml and the test plans of tests/compose/plans/, and
 #      COMPOSE_FILE=docker-compose.yml:deploy/compose.debian.yml: every image built
 #      without Docker Hub, as docs/deployment.md tells users;
@@ -65,7 +66,9 @@ rm -rf "$work/project" "$work/tools"
 rm -rf "$work/storage"
 mkdir -p "$work/project/plans" "$work/storage/home"
 [ -d "$work/tools" ] && mv "$work/tools" "$work/storage/home/tools"
-git ls-files -z dags native deploy | tar --null -T - -c | tar -x -C "$work/project"
+# examples/tokenizer-c: the source folder of the preprocessor a test plan declares
+# (tests/compose/test_compose_variant.py edits the deployment's copy: a new version)
+git ls-files -z dags native deploy examples/tokenizer-c | tar --null -T - -c | tar -x -C "$work/project"
 cp plans/smoke.yaml tests/compose/plans/*.yaml "$work/project/plans/"
 chown -R 50000:0 "$work/storage"
 chmod -R a+rX "$work/project"
@@ -76,6 +79,7 @@ cat >"$env_file" <<EOF
 # written by scripts/test_compose.sh: the test deployment (deploy/env.example documents each value)
 COMPOSE_FILE=docker-compose.yml:deploy/compose.debian.yml
 GCBENCH_DEBIAN_BASE_IMAGE=$BASE_IMAGE
+GCBENCH_BASE_IMAGE=$BASE_IMAGE
 GCBENCH_PROJECT_DIR=$work/project
 GCBENCH_STORAGE_DIR=$work/storage
 AIRFLOW_UID=50000

@@ -69,3 +69,50 @@ def test_dockerfiles_take_the_base_image_as_a_build_arg_and_have_the_three_stage
         "FROM ${RUNTIME_IMAGE} AS runtime",
     ]
     assert f'ENTRYPOINT ["/usr/local/bin/gcbench-tok-{impl}"]' in lines
+
+
+def test_toolchain_image_build_kwargs_are_the_cli_build_through_the_engines_api(tmp_path):
+    """The build task makes a missing toolchain image with the Docker SDK (the Airflow
+    images have no ``docker`` command): the same context, Dockerfile, stage, tag, base
+    image and host network as the ``docker build`` argv."""
+    rust = builtin()["rust"]
+    kwargs = tk.toolchain_image_build_kwargs(rust, base_image="gcbench/debian:bookworm")
+    assert kwargs == {
+        "path": str(REPO / "native"),
+        "dockerfile": str(REPO / "images" / "tokenizer-rust.Dockerfile"),
+        "tag": "gcbench/tokenizer-rust-toolchain:1",
+        "target": "toolchain",
+        "buildargs": {"BASE_IMAGE": "gcbench/debian:bookworm"},
+        "network_mode": "host",
+        "rm": True,
+        "decode": True,
+    }
+    from gcbench.plan.loader import load_plan
+
+    plan = load_plan(REPO / "examples" / "tokenizer-c" / "plan.yaml")
+    c = plan.declared_preprocessors()["c"]
+    kwargs = tk.toolchain_image_build_kwargs(c)
+    assert (kwargs["path"], kwargs["dockerfile"], kwargs["tag"]) == (
+        str(REPO / "examples" / "tokenizer-c"),
+        str(REPO / "examples" / "tokenizer-c" / "Dockerfile"),
+        "gcbench/preprocessor-c-toolchain:1",
+    )
+    assert "target" not in kwargs and "buildargs" not in kwargs  # the Dockerfile's own default base
+
+
+def test_a_container_build_writes_into_folders_made_beforehand_one_stage_per_build(tmp_path):
+    """``cc -o /out/<stage>/gcbench-tok-c`` does not create ``<stage>`` (the compose test's
+    first C build failed with "ld: cannot open output file"), and two backfilled nights
+    building the same version at once must not share (and remove) one stage folder."""
+    from gcbench.plan.loader import load_plan
+
+    c = load_plan(REPO / "examples" / "tokenizer-c" / "plan.yaml").declared_preprocessors()["c"]
+    cache = tmp_path / "tools"
+    h = c.source_hash()
+    one = tk.prepare_docker_build(c, cache, h)
+    other = tk.prepare_docker_build(c, cache, h)
+    assert one != other and one.startswith(f".docker-build-{h[:16]}-") and other.startswith(f".docker-build-{h[:16]}-")
+    assert (cache / one).is_dir() and (cache / other).is_dir() and (cache / "work-c").is_dir()
+    kwargs = tk.docker_build_kwargs(c, cache, stage=one, docker_url="unix://docker.sock")
+    assert kwargs["command"] == ["cc", "-O2", "-std=c99", "-o", f"/out/{one}/gcbench-tok-c", "tok.c"]
+    assert tk.docker_build_output(c, cache, h, one) == cache / one / "gcbench-tok-c"
