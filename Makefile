@@ -73,8 +73,9 @@ $(SUSHY_VENV)/bin/sushy-emulator:
 	$(PYTHON) -m venv $(SUSHY_VENV)
 	$(SUSHY_VENV)/bin/pip install -q "sushy-tools==$(SUSHY_VERSION)"
 
+# two pytest sessions at once (scripts/pytest_halves.sh; GCBENCH_PYTEST_SERIAL=1: one)
 test-python: setup $(BENCH_STAMP) examples $(SUSHY_VENV)/bin/sushy-emulator
-	GCBENCH_TEST_SUSHY=$(abspath $(SUSHY_VENV))/bin/sushy-emulator $(PY) -m pytest -q -p no:cacheprovider
+	GCBENCH_TEST_SUSHY=$(abspath $(SUSHY_VENV))/bin/sushy-emulator PY=$(PY) bash scripts/pytest_halves.sh
 
 test-native:
 	@if [ -d native/go ]; then cd native/go && go test ./...; fi
