@@ -44,7 +44,7 @@ def test_expand_json_lists_every_trial():
 
 def test_piped_expand_keeps_ids_and_variants_whole():
     proc = gcbench("plan", "expand", str(REPO / "plans" / "regime.yaml"))
-    assert "tinylm[mode=infer,path=external-rust]" in proc.stdout and "…" not in proc.stdout
+    assert "tinylm[loader=4,mode=infer,path=external-rust]" in proc.stdout and "…" not in proc.stdout
 
 
 def gcbench_in(home: Path, *args: str) -> subprocess.CompletedProcess:
