@@ -16,7 +16,7 @@ extra=(${PYTEST_ARGS:-})
 if [ "${GCBENCH_PYTEST_SERIAL:-0}" = 1 ]; then
     exec "$py" -m pytest -q -p no:cacheprovider -rfE "${extra[@]}"
 fi
-first=(tests/compose tests/deploy tests/docker tests/energy tests/examples tests/factory tests/integration tests/reliability)
+first=(tests/compose tests/deploy tests/docker tests/energy tests/examples tests/factory tests/integration)
 ignore=()
 for d in "${first[@]}"; do ignore+=(--ignore "$d"); done
 logs=.gcbench-test/pytest
