@@ -32,6 +32,7 @@ from gcbench.tokenizer.errors import TokenizerBuildError
 from gcbench.tokenizer.preprocessors import (
     Preprocessor,
     ensure_conformant,
+    fill_placeholders,
     is_built,
     write_provenance,
 )
@@ -94,12 +95,6 @@ def prepare_docker_build(pre: Preprocessor, cache_dir: Path, source_hash: str) -
     return stage
 
 
-def _fill(text: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return text
-
-
 def docker_build_kwargs(
     pre: Preprocessor,
     cache_dir: Path,
@@ -128,10 +123,10 @@ def docker_build_kwargs(
 
     source_hash = pre.source_hash()
     values = _container_values(pre, source_hash, stage)
-    env = {"HOME": "/tmp", **{k: _fill(v, values) for k, v in pre.decl.build.env.items()}}
+    env = {"HOME": "/tmp", **{k: fill_placeholders(v, values) for k, v in pre.decl.build.env.items()}}
     return {
         "image": image or pre.toolchain_image(),
-        "command": [_fill(a, values) for a in pre.decl.build.command],
+        "command": [fill_placeholders(a, values) for a in pre.decl.build.command],
         "working_dir": CONTAINER_SRC,
         "mounts": [
             Mount(target=CONTAINER_SRC, source=str(pre.source_dir.resolve()), type="bind", read_only=True),
@@ -151,7 +146,7 @@ def docker_build_kwargs(
 
 def docker_build_output(pre: Preprocessor, cache_dir: Path, source_hash: str, stage: str | None = None) -> Path:
     """Where the container leaves the binary (host side of the declared ``artifact``)."""
-    in_container = _fill(pre.decl.build.artifact, _container_values(pre, source_hash, stage))
+    in_container = fill_placeholders(pre.decl.build.artifact, _container_values(pre, source_hash, stage))
     return Path(cache_dir) / Path(in_container).relative_to(CONTAINER_OUT)
 
 

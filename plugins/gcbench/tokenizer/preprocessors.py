@@ -371,8 +371,14 @@ def preprocessor_of_path(path: Any) -> str | None:
 # ----------------------------------------------------------------------------------
 
 
+def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` replaced by ``values[name]`` (the declaration's
+    validators have refused any other name)."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
 def _fill(argv: list[str], values: Mapping[str, str]) -> list[str]:
-    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in argv]
+    return [fill_placeholders(a, values) for a in argv]
 
 
 def sha256_of(path: Path) -> str:
