@@ -85,9 +85,11 @@ def main() -> int:
         print(
             f"host: {os.cpu_count()} CPUs, this process may use {cpuset.format_cpulist(sorted(os.sched_getaffinity(0)))}"
         )
+        invalid_share = plan.validation.cpu_contention_invalid_share
         print(
-            f"rules: contention flagged above {plan.validation.cpu_contention_flag_share:.0%}, invalid above "
-            f"{plan.validation.cpu_contention_invalid_share:.0%}; stability rule as in the plan\n"
+            f"rules: contention flagged above {plan.validation.cpu_contention_flag_share:.0%}, "
+            + (f"invalid above {invalid_share:.0%}" if invalid_share is not None else "never invalid (flag only)")
+            + "; stability rule as in the plan\n"
         )
         print(
             "| path | condition | n | tokens/s min | tokens/s max | max/min | contention share median (max) "
