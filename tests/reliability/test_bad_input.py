@@ -819,10 +819,31 @@ def test_samples_file_with_a_foreign_header_is_refused_and_the_trial_kept(gcbenc
 
     plan, items = _noop_trials(gcbench_env / "run", 2)
     (Path(items[0]["outdir"]) / "samples.csv").write_text("time,watts\n1,2\n")
-    (Path(items[1]["outdir"]) / "samples.csv").write_bytes(b"")  # killed before the first flush
+    (Path(items[1]["outdir"]) / "samples.csv").write_text("t_s,device,power\n")  # a header of another version
     summary = collect_run(plan, run_ctx(), items)
     assert summary["stored"] == 2
     rows = query(pg_url, "SELECT status, error, samples_partial, samples_count FROM trials ORDER BY trial_id")
     for status, error, partial, n in rows:
         assert status == "ok" and "samples refused" in error and "unexpected samples header" in error
         assert partial is True and n == 0
+
+
+@pytest.mark.parametrize("cut", [0, 1, 17, None], ids=["empty", "one-byte", "header-cut", "header-whole-no-newline"])
+def test_samples_file_a_killed_sampler_left_empty_is_no_samples_not_a_foreign_file(gcbench_env, pg_url, cut):
+    """A sampler stopped before it finished its header wrote 0..len(header) bytes and no
+    newline: the trial is stored with no samples, a note saying so and no "refused" error
+    (which would read as a foreign file); validation then judges a trial with no samples."""
+    from gcbench.energy.base import SAMPLE_COLUMNS
+    from gcbench.factory.tasks import collect_run
+
+    plan, items = _noop_trials(gcbench_env / "run", 1)
+    header = ",".join(SAMPLE_COLUMNS).encode()
+    (Path(items[0]["outdir"]) / "samples.csv").write_bytes(header[: len(header) if cut is None else cut])
+    summary = collect_run(plan, run_ctx(), items)
+    assert summary["stored"] == 1 and summary["samples"] == 0
+    ((status, error, partial, n, notes),) = query(
+        pg_url, "SELECT status, error, samples_partial, samples_count, ingest_notes FROM trials"
+    )
+    assert (status, error, partial, n) == ("ok", None, False, 0)
+    written = "nothing" if cut == 0 else f"{len(header) if cut is None else cut} byte(s) of its header"
+    assert notes == [f"samples.csv: no samples (the sampler wrote {written}: stopped before its first row)"]

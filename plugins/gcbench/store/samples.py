@@ -225,15 +225,20 @@ class SampleCopy(NamedTuple):
         dropped: rows not stored, by why (``Counter``).
         nulled: {column: values stored as NULL} (``Counter``).
         repaired: {column: labels stored with bytes replaced} (``Counter``).
+        empty: why the file held no row at all (the sampler stopped before it finished
+            its header, e.g. a killed trial), else None.
     """
 
     rows: int
     dropped: Counter
     nulled: Counter
     repaired: Counter
+    empty: str | None = None
 
     def notes(self, notes: IngestNotes) -> None:
         """Write what was dropped, nulled and repaired into ``notes``."""
+        if self.empty:
+            notes.add(f"samples.csv: no samples ({self.empty}: stopped before its first row)")
         if self.dropped:
             why = "; ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
             notes.add(f"samples.csv: {sum(self.dropped.values())} row(s) not stored ({why})")
@@ -261,6 +266,10 @@ def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
     savepoint and the file is streamed again through :class:`SampleStream`, which makes
     each field storable on its own. Memory stays bounded either way (1 MiB blocks).
 
+    A file that is empty, or holds only the start of the header with no newline (the
+    sampler was stopped before its first row), stores no samples and says so in
+    :attr:`SampleCopy.empty`; it is not refused.
+
     Raises:
         TrialError: the header is not :data:`SAMPLE_COLUMNS`.
         psycopg2.Error: the database failed for another reason.
@@ -268,7 +277,14 @@ def copy_samples(cur, path: Path, trial_pk: int) -> SampleCopy:
     import psycopg2
 
     with open(path, "rb") as f:
-        header = f.readline().decode("utf-8", errors="replace").strip()
+        first = f.readline()
+        rest = f.read(1)
+    header = first.decode("utf-8", errors="replace").strip()
+    if not rest and not first.endswith(b"\n") and ",".join(SAMPLE_COLUMNS).startswith(header):
+        # The sampler was stopped before it finished its header line (a killed trial): it
+        # sampled nothing, which is a finding of the trial, not a foreign file.
+        written = f"{len(first)} byte(s) of its header" if first else "nothing"
+        return SampleCopy(0, Counter(), Counter(), Counter(), empty=f"the sampler wrote {written}")
     if header != ",".join(SAMPLE_COLUMNS):
         raise TrialError(None, f"{path}: unexpected samples header {header!r}")
     cols = ", ".join(SAMPLE_COLUMNS)

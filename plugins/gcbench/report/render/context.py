@@ -262,12 +262,16 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             reasons="; ".join(t["reasons"]),
             flags="; ".join(t["flags"]),
             error=t["error"] or "",
+            ingest_notes=list(t.get("ingest_notes") or []),
+            samples_dropped=int(t.get("samples_dropped") or 0),
         )
 
     trials = [trial_row(t) for _, t in df.iterrows()]
     invalid = [t for t in trials if t["status"] == "ok" and t["valid"] == "invalid"]
     failed = [t for t in trials if t["status"] != "ok"]
     unvalidated = [t for t in trials if t["status"] == "ok" and t["valid"] == "not validated"]
+    # what collect changed or could not keep to store a trial (store/ingest.py, trials.ingest_notes)
+    stored_with_notes = [t for t in trials if t["ingest_notes"]]
     m = a.measurement
     probes = [
         dict(
@@ -341,6 +345,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         invalid=invalid,
         failed=failed,
         unvalidated=unvalidated,
+        stored_with_notes=stored_with_notes,
         methods=m.methods,
         probes=probes,
         counts=m.counts,

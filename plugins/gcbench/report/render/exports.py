@@ -33,7 +33,8 @@ SIMULATED_CSV_COLUMNS = tuple(
 
 
 def trials_frame(a: Analysis) -> pd.DataFrame:
-    """trials.csv: every trial; lists joined by '; ', factors as JSON.
+    """trials.csv: every trial; lists joined by '; ', factors as JSON; ``ingest_notes`` and
+    ``samples_dropped`` say what storing the trial changed or could not keep.
 
     The first two columns say, per column, what is simulated: ``gpu_energy_source``
     (simulated | nvml | nvidia-smi | unavailable) and ``simulated_columns`` (the columns
@@ -57,6 +58,11 @@ def trials_frame(a: Analysis) -> pd.DataFrame:
             v = v.map(lambda x: "" if x is None else str(bool(x)))
         out[col] = v.to_numpy()
     out["used_in_statistics"] = df["used"].to_numpy()
+    # what storing the trial changed or could not keep (trials.ingest_notes, samples_dropped)
+    notes = df["ingest_notes"] if "ingest_notes" in df else pd.Series([[]] * len(df), index=df.index)
+    out["ingest_notes"] = notes.map(lambda x: "; ".join(x or [])).to_numpy()
+    dropped = df["samples_dropped"] if "samples_dropped" in df else pd.Series([0] * len(df), index=df.index)
+    out["samples_dropped"] = dropped.fillna(0).astype(int).to_numpy()
     for col in (*METRIC_COLUMNS, *CO2E_BAND_COLUMNS):
         out[col] = df[col].to_numpy()
     return out
