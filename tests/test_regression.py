@@ -254,3 +254,55 @@ def test_noisy_change_beyond_threshold_is_not_significant():
 def test_regression_settings_refuse_min_above_baseline():
     with pytest.raises(ValueError, match="min_baseline_runs must not exceed baseline_runs"):
         RegressionSettings(baseline_runs=2, min_baseline_runs=3)
+
+
+def _program_trial(history: History, run_pk: int, variant: str, rep: int, metrics: dict[str, float]) -> None:
+    history.trial(run_pk, variant, "noop", rep, 0.0, trial_id=f"{variant}-{rep}")  # a row to turn into a command trial
+    with history.conn.cursor() as cur:
+        cur.execute(
+            "UPDATE trials SET kind = 'command' WHERE dag_run_id = %s AND trial_id = %s RETURNING id",
+            (run_pk, f"{variant}-{rep}"),
+        )
+        tpk = cur.fetchone()[0]
+        cur.execute("DELETE FROM metrics WHERE trial_pk = %s", (tpk,))
+        for name, value in metrics.items():
+            cur.execute("INSERT INTO metrics (trial_pk, name, value) VALUES (%s, %s, %s)", (tpk, name, value))
+    history.conn.commit()
+
+
+@pytest.mark.integration
+def test_a_users_program_is_judged_on_the_first_candidate_it_stored(history):
+    """A program kind's candidates are J/token, J/GB, J/unit, then GPU energy: a program
+    with ``unit: requests`` is judged on its J/unit, one without a unit on its GPU energy
+    (before, every program (kinds command, python, container) was looked up as J/token and so never checked); the report's
+    nightly trend plots the same figure."""
+    from gcbench.store.queries import history_frame
+
+    rng = np.random.default_rng(7)
+
+    def night(n: int, serve_factor: float = 1.0) -> str:
+        run_id, pk = history.run(n)
+        for rep in range(3):
+            noise = 1 + 0.01 * rng.standard_normal()
+            _program_trial(
+                history, pk, "serve", rep, {"gpu_j_per_unit": 0.8 * serve_factor * noise, "gpu_energy_j": 80.0 * noise}
+            )
+            _program_trial(history, pk, "batch-job", rep, {"gpu_energy_j": 500.0 * (1 + 0.01 * rng.standard_normal())})
+        return run_id
+
+    for n in range(7):
+        night(n)
+    tonight = night(7, serve_factor=1.10)
+    result = check_run(history.conn, _plan(threshold_rel=0.05), tonight)
+    by_variant = {g.variant: g for g in result.groups}
+    assert {v: (g.metric, g.verdict) for v, g in by_variant.items()} == {
+        "serve": ("gpu_j_per_unit", "regression"),
+        "batch-job": ("gpu_energy_j", "unchanged"),
+    }
+    assert by_variant["serve"].n_baseline == 21 and 7.0 < by_variant["serve"].pct_change < 13.0
+    trend = history_frame(history.conn, DAG_ID)
+    assert set(zip(trend["variant"], trend["metric"], strict=True)) == {
+        ("serve", "gpu_j_per_unit"),
+        ("batch-job", "gpu_energy_j"),
+    }
+    assert len(trend) == 16 and set(trend["n"]) == {3}

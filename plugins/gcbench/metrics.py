@@ -49,10 +49,23 @@ CO2E_BAND_COLUMNS = ("co2e_kg_low", "co2e_kg_high")
 """The CO2e figure at the low and high end of the plan's carbon-intensity band (kg)."""
 
 
-def primary_metrics() -> dict[str, str]:
-    """``{kind: the metric it is judged on}`` for every installed kind (the first of
-    its :attr:`gcbench.kinds.WorkloadKind.primary_metrics`; the regression check's SQL
-    maps each trial's kind through it)."""
+def primary_metrics() -> dict[str, list[str]]:
+    """``{kind: the metrics it may be judged on, in order}`` for every installed kind
+    (:attr:`gcbench.kinds.WorkloadKind.primary_metrics`): a trial is judged on the first
+    of its kind's list that it stored (a user's program with ``unit: requests`` on
+    ``gpu_j_per_unit``, one without a unit on ``gpu_energy_j``). Its JSON is the one
+    parameter of :data:`JUDGED_METRIC_JOIN`."""
     from gcbench import kinds
 
-    return {name: k.primary_metric() for name, k in kinds.registry().items()}
+    return {name: list(k.primary_metrics) for name, k in kinds.registry().items()}
+
+
+JUDGED_METRIC_JOIN = (
+    "JOIN LATERAL (SELECT c.name, jm.value FROM jsonb_array_elements_text(%s::jsonb -> t.kind) "
+    "WITH ORDINALITY AS c(name, pos) JOIN metrics jm ON jm.trial_pk = t.id AND jm.name = c.name "
+    "WHERE jm.value IS NOT NULL ORDER BY c.pos LIMIT 1) m ON true"
+)
+"""SQL joining each trial ``t`` to the metric it is judged on, as ``m.name`` and ``m.value``:
+the first of its kind's candidates it stored with a value (one ``%s`` parameter, the JSON of
+:func:`primary_metrics`); a trial of a kind not installed, or with none of them, joins nothing.
+Used by the regression check and the report's nightly trend, so both judge the same figure."""

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gcbench.errors import GCBenchError
-from gcbench.metrics import primary_metrics
+from gcbench.metrics import JUDGED_METRIC_JOIN, primary_metrics
 
 if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports the factory)
     import pandas
@@ -398,9 +398,8 @@ def tonight_frame(conn, dag_id: str, run_id: str) -> pandas.DataFrame:
             "WITH me AS (SELECT id, logical_date FROM dag_runs WHERE dag_id = %s AND run_id = %s) "
             f"SELECT DISTINCT ON (t.trial_id) t.variant, t.kind, m.name, t.trial_id, m.value, {_CONDITION_SQL} "
             "FROM me JOIN dag_runs r ON r.dag_id = %s AND (r.id = me.id OR r.logical_date = me.logical_date) "
-            "JOIN trials t ON t.dag_run_id = r.id "
-            "JOIN metrics m ON m.trial_pk = t.id AND m.name = (%s::jsonb ->> t.kind) "
-            "WHERE t.valid IS TRUE AND t.status = 'ok' AND m.value IS NOT NULL "
+            f"JOIN trials t ON t.dag_run_id = r.id {JUDGED_METRIC_JOIN} "
+            "WHERE t.valid IS TRUE AND t.status = 'ok' "
             "ORDER BY t.trial_id, r.id DESC",
             (dag_id, run_id, dag_id, _primary_metric_json()),
         )
@@ -426,9 +425,8 @@ def baseline_frame(conn, dag_id: str, run_id: str, nights: int | None) -> pandas
             f"           t.variant, t.kind, m.name, t.trial_id, m.value, {_CONDITION_SQL}, "
             "           coalesce(r.logical_date, r.created_at) AS night, r.run_id "
             "         FROM dag_runs r JOIN me ON coalesce(r.logical_date, r.created_at) < me.night "
-            "         JOIN trials t ON t.dag_run_id = r.id "
-            "         JOIN metrics m ON m.trial_pk = t.id AND m.name = (%s::jsonb ->> t.kind) "
-            "         WHERE r.dag_id = %s AND t.valid IS TRUE AND t.status = 'ok' AND m.value IS NOT NULL "
+            f"         JOIN trials t ON t.dag_run_id = r.id {JUDGED_METRIC_JOIN} "
+            "         WHERE r.dag_id = %s AND t.valid IS TRUE AND t.status = 'ok' "
             "         ORDER BY coalesce(r.logical_date, r.created_at), t.trial_id, r.id DESC), "
             "ranked AS (SELECT *, dense_rank() OVER (PARTITION BY variant ORDER BY night DESC) AS k FROM vals) "
             "SELECT * FROM ranked WHERE %s::int IS NULL OR k <= %s",

@@ -9,7 +9,6 @@ from gcbench.errors import StoreError
 
 def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | None):
     """A :class:`gcbench.report.data.ReportData` for one stored DAG run."""
-    from gcbench.metrics import primary_metrics
     from gcbench.report.data import ReportData
     from gcbench.store import queries
 
@@ -17,9 +16,7 @@ def report_data(conn, plan, dag_run_pk: int, run_id: str, logical_date: str | No
     notes, _ = queries.run_outcome(conn, dag_run_pk)
     history = None
     if plan.schedule:
-        history = queries.history_frame(
-            conn, plan.dag_id, tuple(sorted(set(primary_metrics().values()))), limit_runs=30
-        )
+        history = queries.history_frame(conn, plan.dag_id, limit_runs=30)
     return ReportData(
         plan_name=plan.name,
         run_id=run_id,

@@ -208,12 +208,16 @@ def set_validity(conn, trial_pk: int, valid: bool, reasons: list[str], flags: li
         )
 
 
-def history_frame(conn, dag_id: str, metrics: tuple[str, ...], limit_runs: int = 30):
-    """Per-run medians of valid trials for the last ``limit_runs`` runs of a DAG.
+def history_frame(conn, dag_id: str, limit_runs: int = 30):
+    """Per-run medians of valid trials' judged metric (each trial's first stored candidate
+    of its kind, :data:`gcbench.metrics.JUDGED_METRIC_JOIN`, as the regression check
+    judges it) for the last ``limit_runs`` runs of a DAG.
 
     Columns: run_id, logical_date, variant, metric, value (median), n (valid trials).
     """
     import pandas as pd
+
+    from gcbench.metrics import JUDGED_METRIC_JOIN, primary_metrics
 
     with conn.cursor() as cur:
         cur.execute(
@@ -221,10 +225,10 @@ def history_frame(conn, dag_id: str, metrics: tuple[str, ...], limit_runs: int =
             "  ORDER BY coalesce(logical_date, created_at) DESC, id DESC LIMIT %s) "
             "SELECT r.run_id, r.logical_date, t.variant, m.name, "
             "  percentile_cont(0.5) WITHIN GROUP (ORDER BY m.value), count(*) "
-            "FROM runs r JOIN trials t ON t.dag_run_id = r.id JOIN metrics m ON m.trial_pk = t.id "
-            "WHERE t.valid IS TRUE AND t.status = 'ok' AND m.name = ANY(%s) AND m.value IS NOT NULL "
+            f"FROM runs r JOIN trials t ON t.dag_run_id = r.id {JUDGED_METRIC_JOIN} "
+            "WHERE t.valid IS TRUE AND t.status = 'ok' "
             "GROUP BY r.run_id, r.logical_date, t.variant, m.name ORDER BY r.logical_date",
-            (dag_id, limit_runs, list(metrics)),
+            (dag_id, limit_runs, json.dumps(primary_metrics())),
         )
         rows = cur.fetchall()
     conn.commit()
