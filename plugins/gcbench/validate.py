@@ -293,7 +293,9 @@ def contention_findings(
     core-seconds invalidate the trial (when the plan sets it), more than
     ``cpu_contention_flag_share`` flag it;
     a window whose contention /proc could not tell, or a trial that could not be pinned,
-    is flagged. A result without a ``cpus`` record (older trials) is not judged.
+    is flagged. A window whose others' time is within the readings' rounding
+    (``beyond_resolution`` false, :func:`gcbench.energy.cpuset.resolution_ticks`) is not
+    judged on its share. A result without a ``cpus`` record (older trials) is not judged.
     """
     cpus = result.get("cpus")
     if not isinstance(cpus, dict):
@@ -308,6 +310,8 @@ def contention_findings(
         if share is None:
             flags.append(f"{CONTENTION_PREFIX} unknown in {where}: {w.get('error') or 'not measured'}")
             continue
+        if w.get("beyond_resolution") is False:
+            continue  # others' time within the whole-tick readings' rounding: not told apart from none
         text = (
             f"{CONTENTION_PREFIX}: other processes used {100 * share:.1f} % of the trial's "
             f"{w.get('n_cpus')} CPU(s) ({w.get('cpus')}) during {where} "

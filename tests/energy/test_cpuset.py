@@ -225,6 +225,43 @@ def test_contention_share_from_proc_files_with_known_numbers(tmp_path):
     assert c["per_cpu_busy_share"] == {"0": pytest.approx(0.75), "1": pytest.approx(0.6)}
 
 
+def test_snapshot_counts_the_trees_processes_and_the_resolution_follows(tmp_path):
+    # the tree of 100 holds 100, 101 and 102 (200 is someone else's): 3 processes; on 2 CPUs the
+    # whole-tick readings can make up 2 x 2 + 2 x 3 = 10 ticks of "others"
+    write_proc(
+        tmp_path / "p",
+        {0: (1000, 0, 500, 9000, 0, 0, 0, 0, 0), 1: (2000, 0, 300, 8000, 0, 0, 0, 0, 0)},
+        {100: (1, 300, 100, 0, 0), 101: (100, 20, 10, 0, 0), 102: (101, 50, 0, 0, 0), 200: (1, 9, 9, 0, 0)},
+    )
+    snap = cpuset.snapshot([0, 1], pid=100, proc_root=tmp_path / "p")
+    assert (snap.own, snap.own_processes) == (480, 3)
+    assert cpuset.resolution_ticks(2, 3) == 10
+    # 10 ticks of others in a 0.1-s window of 2 CPUs: 50 % by the formula, all of it rounding
+    short = contention(Snapshot(0.0, {0: 0, 1: 0}, 0, 3), Snapshot(0.1, {0: 8, 1: 7}, 5, 3), ticks_per_s=100)
+    assert short["share"] == pytest.approx(0.5) and short["resolution_s"] == pytest.approx(0.1)
+    assert short["beyond_resolution"] is False
+    hog = contention(Snapshot(0.0, {0: 0, 1: 0}, 0, 3), Snapshot(1.2, {0: 120, 1: 60}, 60, 3), ticks_per_s=100)
+    assert hog["others_s"] == pytest.approx(1.2) and hog["beyond_resolution"] is True
+
+
+def test_share_within_the_readings_rounding_is_not_judged_but_one_busy_core_of_sixteen_is():
+    """A 0.1-s window (a tokenize window of the external paths) reads 20-50 % "others" from
+    10-ms rounding alone: no flag. One busy core beside a trial on 16 CPUs is 1/16 = 6.2 %
+    of its core-seconds, 120 ticks in 1.2 s, far beyond the 40 ticks rounding can make:
+    flagged (subtracting the resolution from the share instead would have hidden it)."""
+    reasons, flags = [], []
+    short = {"others_s": 0.04, "capacity_s": 0.1, "resolution_s": 0.12, "beyond_resolution": False}
+    contention_findings(result_with(0.4, **short), ValidationSettings(cpu_contention_invalid_share=0.2), reasons, flags)
+    assert reasons == [] and flags == []
+    one_core = {"others_s": 1.2, "capacity_s": 19.2, "n_cpus": 16, "cpus": "0-15"}
+    one_core |= {"resolution_s": 0.40, "beyond_resolution": True}
+    contention_findings(result_with(0.0625, **one_core), ValidationSettings(), reasons, flags)
+    assert reasons == [] and flags == [
+        "CPU contention: other processes used 6.2 % of the trial's 16 CPU(s) (0-15) during the window "
+        "(1.20 of 19.20 core-s); flagged above 5 %"
+    ]
+
+
 def test_a_tree_busier_than_its_cpus_gives_no_negative_share(tmp_path):
     a, b = Snapshot(0.0, {0: 100}, 0), Snapshot(1.0, {0: 150}, 80)  # a child that widened its affinity
     assert contention(a, b, ticks_per_s=100)["share"] == 0.0

@@ -45,8 +45,11 @@ reaped). Then, over the window of T s on n CPUs::
     cpu_contention_share = others_s / (n * T)          (0..1, clipped)
 
 the share of the trial's core-seconds that other processes (and the kernel's interrupt
-work for them) used. Limits: ticks are 1/CLK_TCK s (10 ms), so the share is known to
-about (n + processes in the tree) ticks / (n T); the tree's time counts as spent on its
+work for them) used. Limits: ticks are 1/CLK_TCK s (10 ms), and each counter read is
+whole ticks, so others' time at or below 2 (n + processes in the tree) ticks
+(:func:`resolution_ticks`, ``resolution_s``) may be the readings' own rounding: the
+validation rule judges a window's share only beyond it (a 0.1-s tokenize window reads
+tens of percent from rounding alone); the tree's time counts as spent on its
 set (true while it is pinned: a descendant that widens its own affinity, or work done
 for the trial outside its tree, such as a container started through the Docker engine,
 counts as others or hides others'); steal time (the hypervisor running other guests)
@@ -430,6 +433,11 @@ def tree_ticks(root_pid: int, proc_root: str | Path = PROC_ROOT) -> int:
     Raises:
         OSError: ``/proc`` cannot be listed.
     """
+    return _tree(root_pid, proc_root)[0]
+
+
+def _tree(root_pid: int, proc_root: str | Path = PROC_ROOT) -> tuple[int, int]:
+    """(:func:`tree_ticks`, how many live processes the tree holds)."""
     root = Path(proc_root)
     parents: dict[int, int] = {}
     ticks: dict[int, int] = {}
@@ -453,7 +461,7 @@ def tree_ticks(root_pid: int, proc_root: str | Path = PROC_ROOT) -> int:
         seen.add(pid)
         total += ticks.get(pid, 0)
         todo.extend(children.get(pid, []))
-    return total
+    return total, len(seen & ticks.keys())
 
 
 def clock_ticks_per_s() -> int:
@@ -466,26 +474,41 @@ def clock_ticks_per_s() -> int:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One edge of a window: monotonic time, busy ticks per CPU of the set, the tree's ticks."""
+    """One edge of a window: monotonic time, busy ticks per CPU of the set, the tree's ticks
+    and how many processes it held."""
 
     t_monotonic: float
     busy: dict[int, int]
     own: int
+    own_processes: int = 1
 
 
 def snapshot(cpus: list[int], pid: int | None = None, proc_root: str | Path = PROC_ROOT) -> Snapshot:
     """Read one :class:`Snapshot` (raises OSError/KeyError/ValueError where /proc cannot tell)."""
-    return Snapshot(time.monotonic(), cpu_busy_ticks(cpus, proc_root), tree_ticks(pid or os.getpid(), proc_root))
+    busy = cpu_busy_ticks(cpus, proc_root)
+    own, n_proc = _tree(pid or os.getpid(), proc_root)
+    return Snapshot(time.monotonic(), busy, own, max(1, n_proc))
+
+
+def resolution_ticks(n_cpus: int, n_processes: int) -> int:
+    """How many ticks of "others" the readings alone can make up: each edge's counters are
+    whole ticks, so the difference of each CPU's user and system time, and of each tree
+    process's utime and stime, is off by less than one tick: ``2 n_cpus + 2 n_processes``.
+    Others' time at or below it is not told apart from nothing (a 0.1-s window on 2 CPUs
+    with 4 processes: 12 ticks = 60 % of its 0.2 core-s; a 1.2-s window: 5 %)."""
+    return 2 * n_cpus + 2 * n_processes
 
 
 def contention(begin: Snapshot, end: Snapshot, ticks_per_s: int | None = None) -> dict[str, Any]:
     """CPU time of other processes on the set between two snapshots (module docstring).
 
     Returns:
-        ``{"share", "others_s", "own_s", "busy_s", "capacity_s", "window_s", "n_cpus",
-        "per_cpu_busy_share"}``: share in 0..1 of the set's core-seconds used by others;
-        seconds of CPU time; per_cpu_busy_share ``{cpu: busy share}`` (the trial's and
-        others' work together).
+        ``{"share", "others_s", "resolution_s", "beyond_resolution", "own_s", "busy_s",
+        "capacity_s", "window_s", "n_cpus", "per_cpu_busy_share"}``: share in 0..1 of the
+        set's core-seconds used by others; seconds of CPU time; resolution_s the others'
+        time the whole-tick readings alone can make up (:func:`resolution_ticks`) and
+        beyond_resolution whether others_s exceeds it; per_cpu_busy_share
+        ``{cpu: busy share}`` (the trial's and others' work together).
     """
     hz = ticks_per_s or clock_ticks_per_s()
     window_s = max(0.0, end.t_monotonic - begin.t_monotonic)
@@ -493,12 +516,16 @@ def contention(begin: Snapshot, end: Snapshot, ticks_per_s: int | None = None) -
     busy = {c: max(0, end.busy.get(c, 0) - begin.busy[c]) for c in begin.busy}
     busy_ticks = sum(busy.values())
     own_ticks = max(0, end.own - begin.own)
-    others_s = max(0, busy_ticks - own_ticks) / hz
+    others_ticks = max(0, busy_ticks - own_ticks)
+    others_s = others_ticks / hz
     capacity_s = n * window_s
     share = min(1.0, others_s / capacity_s) if capacity_s > 0 else None
+    res_ticks = resolution_ticks(n, max(begin.own_processes, end.own_processes))
     return {
         "share": share,
         "others_s": others_s,
+        "resolution_s": res_ticks / hz,
+        "beyond_resolution": others_ticks > res_ticks,
         "own_s": own_ticks / hz,
         "busy_s": busy_ticks / hz,
         "capacity_s": capacity_s,

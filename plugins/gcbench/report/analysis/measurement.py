@@ -322,7 +322,9 @@ def contention_statement(df: pd.DataFrame, plan: dict | None) -> str:
             else " (validation.cpu_contention_flag_share); this plan sets no cpu_contention_invalid_share, "
             "so contention never invalidates a trial here"
         )
-        + f". This run: {seen}; {count('flags')} trials flagged and "
+        + ". /proc counts whole 10-ms ticks, so others' time no larger than two ticks per CPU and per "
+        "process of the trial (what rounding alone can make) is not judged: a 0.1-s window reads tens of "
+        "percent from rounding" + f". This run: {seen}; {count('flags')} trials flagged and "
         f"{count('reasons')} invalid by this rule. See docs/measurement.md."
     )
 
