@@ -1,6 +1,6 @@
 """Spread of TinyLM's torch path on a quiet host and beside a planted CPU hog.
 
-    python benchmarks/cpu_contention.py [--repetitions 5] [--hogs 1] [--path torch] [--quiet-factor 1.5]
+    python benchmarks/cpu_contention.py [--repetitions 5] [--hogs 1] [--path torch] [--quiet-factor 2]
 
 Runs the smoke plan's ``tinylm-infer`` variant(s) (``plans/smoke.yaml``) through the local
 runner, ``--repetitions`` trials each, twice: as the host is, then with ``--hogs``
@@ -75,7 +75,9 @@ def main() -> int:
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--hogs", type=int, default=1)
     parser.add_argument("--path", action="append", help="TinyLM path(s); default torch")
-    parser.add_argument("--quiet-factor", type=float, default=1.5, help="the stated max/min of the quiet runs")
+    parser.add_argument(
+        "--quiet-factor", type=float, default=2.0, help="the stated max/min of the quiet runs (docs/measurement.md)"
+    )
     args = parser.parse_args()
     paths = args.path or ["torch"]
     plan = load_plan(ROOT / "plans" / "smoke.yaml")

@@ -22,7 +22,7 @@ BENCHMARKS = [
     ),
     ("Sampler overhead on a compute-bound loop (target <= 0.5 % on a GPU)", ["sampler_overhead.py"]),
     (
-        "TinyLM torch path: spread of 5 repetitions quiet and beside a CPU hog (quiet within 1.5x; "
+        "TinyLM torch path: spread of 5 repetitions quiet and beside a CPU hog (quiet within 2x; "
         "hogged flagged or invalid)",
         ["cpu_contention.py"],
     ),
