@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from gcbench.energy.base import SAMPLE_COLUMNS
@@ -84,6 +85,23 @@ def conn(pg_url):
 @pytest.fixture
 def run_pk(conn):
     return runs.register_run(conn, PLAN, PLAN.dag_id, "manual__1", "2026-11-01T00:00:00+00:00")
+
+
+def test_a_text_metric_one_trial_left_unknown_stays_text_for_the_others(conn, run_pk, tmp_path):
+    """A noop trial stores ``gpu_busy_method`` as NULL (no busy share), the copies store it
+    as text: the trials frame keeps the text where it is known (before, the NULL made the
+    column numeric and every method vanished, and the report's busy-share note had none)."""
+    specs = expand(PLAN)[:2]
+    for spec, method in zip(specs, ["simulated-trial-busy-time", None], strict=True):
+        result = write_trial(tmp_path / spec.trial_id, spec)
+        result["metrics"] |= {"gpu_busy_method": method, "device_kind": "cpu" if method else None}
+        (tmp_path / spec.trial_id / "result.json").write_text(json.dumps(result))
+        ingest.collect_trial(conn, run_pk, spec, tmp_path / spec.trial_id)
+    df = queries.trials_frame(conn, run_pk).set_index("trial_id")
+    assert df.loc[specs[0].trial_id, "gpu_busy_method"] == "simulated-trial-busy-time"
+    assert pd.isna(df.loc[specs[1].trial_id, "gpu_busy_method"])
+    assert df.loc[specs[0].trial_id, "device_kind"] == "cpu" and pd.isna(df.loc[specs[1].trial_id, "device_kind"])
+    assert df["gpu_j_per_gb"].dtype == float and (df["gpu_j_per_gb"] == 150.0).all()
 
 
 def test_migrations_apply_once(conn):

@@ -141,7 +141,9 @@ def trials_frame(conn, dag_run_pk: int):
     for name in METRIC_COLUMNS:
         numeric.setdefault(name, {})
     for name, values in numeric.items():
-        df[name] = pd.to_numeric(df["trial_pk"].map(values), errors="coerce").astype(float)
+        # a metric some trial stored as text is a text column; the other trials' NULLs are unknown
+        if name not in text or name in METRIC_COLUMNS:
+            df[name] = pd.to_numeric(df["trial_pk"].map(values), errors="coerce").astype(float)
     for name, values in text.items():
         if name not in df.columns:
             df[name] = df["trial_pk"].map(values)

@@ -31,7 +31,7 @@ def busy_note(groups: list[Group]) -> str | None:
     found, and which groups' GPUs waited more than they worked; None without a value."""
     if not has_busy(groups):
         return None
-    how = "; ".join(f"{m}: {describe_busy_method(m)}" for m in busy_methods(groups))
+    how = "; ".join(f"{m}: {describe_busy_method(m)}" for m in busy_methods(groups)) or "method not recorded"
     text = (
         "GPU busy share = the share of the measured window in which the GPU ran work, "
         f"idle share = 1 - busy (median over the valid trials; {how}). A J/token that comes "
