@@ -135,6 +135,11 @@ def test_co2e_title_speaks_of_a_band_only_when_one_is_drawn(measured_plots):
     assert p.title == "CO2e per group" and p.figure.axes[0].get_title() == "CO2e per group"
     assert not p.figure.axes[0].collections and "Pale green" not in p.caption
     assert "band" not in p.title
+    # each group without a CI named once, by its variant label (which begins with its workload)
+    variants = sorted(set(small.trials["variant"]))
+    assert f"than {stats.MIN_N_SUMMARY} valid trials: " in p.caption
+    for v in variants:
+        assert p.caption.count(v) == 1 and f"tinylm-infer: {v}" not in p.caption
 
 
 def test_grey_means_inconclusive_for_the_reasons_the_groups_have():

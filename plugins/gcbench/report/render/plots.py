@@ -695,7 +695,7 @@ def plot_co2e(a: Analysis) -> Plot | None:
                 f"median, {conf} % CI",
             )
         else:
-            no_ci.append(f"{g.workload}: {g.variant}")
+            no_ci.append(g.variant)  # a variant label begins with its workload
         if g.inconclusive:
             drawn.add(
                 "inconclusive",
