@@ -51,6 +51,39 @@ def _count_results(plan_name: str, since: float, run_key: str | None = None) -> 
     return started, done, failed
 
 
+def has_precision_target(plan, repetitions: int | None) -> bool:
+    """Whether a run of ``plan`` may add rounds after its first (a ``repetitions:
+    {min, max, until_ci_rel}`` target at the plan or a workload, not overridden by a
+    ``--repetitions`` count)."""
+    from gcbench.plan.schema import RepetitionTarget
+
+    if repetitions:
+        return False
+    reps = [plan.repetitions, *(w.repetitions for w in plan.workloads)]
+    return any(isinstance(r, RepetitionTarget) for r in reps)
+
+
+def bar_state(
+    n_first: int, started: int, done: int, failed: int, more_rounds: bool, stopping: bool = False
+) -> tuple[int, int, str]:
+    """The progress bar's (total, completed, description) from the trial folders seen.
+
+    ``n_first`` trials are known before the run (its first round); a plan with a precision
+    target may start more once their statistics are in, so the total grows to the trials
+    started, and the bar says which round it is in and what it waits for. Never more
+    completed than total.
+    """
+    total = max(n_first, started)
+    desc = f"trials ({failed} failed)" if failed else "trials"
+    if more_rounds and started > n_first:
+        desc = f"{desc}, more rounds until the precision target ({started - n_first} added)"
+    if stopping:
+        desc = "stopping"
+    elif done >= total and total:
+        desc = "collect, validate, decide the next round or report" if more_rounds else "collect, validate, report"
+    return total, min(done, total), desc
+
+
 def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | None, variants: list[str]) -> int:
     """Run the plan; returns 0 when the DAG run succeeded.
 
@@ -89,8 +122,13 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
         console.print(
             f"resuming the interrupted run [cyan]{resume['run_id']}[/cyan]: the trials it stored are not run again"
         )
+    rounds = (
+        " in its first round (more until its precision target is met)"
+        if has_precision_target(plan, repetitions)
+        else ""
+    )
     console.print(
-        f"[bold]GC-Bench[/bold] plan [cyan]{plan.name}[/cyan]: {n_trials} trials, runner "
+        f"[bold]GC-Bench[/bold] plan [cyan]{plan.name}[/cyan]: {n_trials} trials{rounds}, runner "
         f"{runner or plan.runner}; Airflow log: {log_path}"
     )
     resume_key = config.run_key(resume["run_id"]) if resume and resume.get("run_id") else None
@@ -131,17 +169,15 @@ def run_with_progress(plan_file: Path, runner: str | None, repetitions: int | No
                 transient=False,
             ) as progress:
                 bar = progress.add_task("trials", total=n_trials)
+                more_rounds = has_precision_target(plan, repetitions)
                 while proc.poll() is None:
                     started, done, failed = _count_results(plan.name, since, resume_key)
-                    desc = f"trials ({failed} failed)" if failed else "trials"
-                    if stopping:
-                        desc = "stopping"
-                    elif done >= n_trials and n_trials:
-                        desc = "collect, validate, report"
-                    progress.update(bar, completed=min(done, n_trials), description=desc)
+                    total, completed, desc = bar_state(n_trials, started, done, failed, more_rounds, bool(stopping))
+                    progress.update(bar, total=total, completed=completed, description=desc)
                     time.sleep(0.5)
                 started, done, failed = _count_results(plan.name, since, resume_key)
-                progress.update(bar, completed=min(done, n_trials))
+                total, completed, _ = bar_state(n_trials, started, done, failed, more_rounds)
+                progress.update(bar, total=total, completed=completed)
         finally:
             proc.wait()  # never leave before the child (and every process it started) has ended
             for sig, handler in previous.items():
