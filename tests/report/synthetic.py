@@ -149,7 +149,8 @@ def make_report_data(
     """A ReportData of SYNTHETIC trials.
 
     kinds: any of ``tinylm`` (2 workloads x 3 paths), ``h2d`` (memory x 3 sizes),
-    ``resnet_cifar`` (gpus x precision x power cap: 12 groups), ``noop``.
+    ``resnet_cifar`` (gpus x precision x power cap: 12 groups), ``noop``, ``command`` (a
+    user's program counting ``requests``: batch 1 vs 8).
     With ``failures`` a few trials are made invalid, failed, skipped, or unknown.
     """
     rng = np.random.default_rng(seed)
@@ -202,6 +203,30 @@ def make_report_data(
             n_rep=n_rep,
             simulated=simulated,
             metric_fn=lambda r, f: dict(duration_s=0.05 + abs(r.normal(0, 0.005))),
+        )
+    if "command" in kinds:  # a user's program counting its own unit of work (plan: unit: requests)
+
+        def _serve(r, f):
+            requests = 200.0 * f["batch"]
+            energy = 900.0 * (1 + 0.3 * (f["batch"] == 1)) * (1 + r.normal(0, 0.01))
+            duration = 10.0 * (1 + r.normal(0, 0.01))
+            return dict(
+                gpu_energy_j=energy,
+                duration_s=duration,
+                units=requests,
+                units_per_s=requests / duration,
+                gpu_j_per_unit=energy / requests,
+                unit="requests",
+            )
+
+        rows += _trial_rows(
+            rng,
+            workload="serve",
+            kind="command",
+            factors_list=[{"batch": b} for b in (1, 8)],
+            n_rep=n_rep,
+            simulated=simulated,
+            metric_fn=_serve,
         )
     if failures and len(rows) > 6:
         rows[0].update(valid=False, reasons=["window_too_short", "counter_decreased"])

@@ -79,10 +79,52 @@ def split_window(metric: str) -> tuple[str, str] | None:
     return None
 
 
-def info(metric: str) -> MetricInfo:
+UNIT_METRICS = ("units", "units_per_s", "gpu_j_per_unit", "cpu_j_per_unit")
+"""The metrics counted in a user's own unit of work (a plan's ``unit: requests``)."""
+
+_SAME_SINGULAR = {"series", "species", "news", "status", "bus", "gas"}
+
+
+def singular(unit: str) -> str:
+    """The singular of a plural unit name, for "J/request" from ``unit: requests``: ``-ies``
+    to ``-y``, ``-ches``/``-shes``/``-sses``/``-xes`` less ``es``, a final ``s`` dropped
+    (not ``-ss``, ``-us``, ``-is``); a name that does not look plural is kept."""
+    u = unit.strip()
+    low = u.lower()
+    if low in _SAME_SINGULAR or len(u) < 3:
+        return u
+    if low.endswith("ies") and len(u) > 4:
+        return u[:-3] + "y"
+    if low.endswith(("ches", "shes", "sses", "xes")):
+        return u[:-2]
+    if low.endswith("s") and not low.endswith(("ss", "us", "is")):
+        return u[:-1]
+    return u
+
+
+def in_work_unit(text: str, unit: str | None) -> str:
+    """A head or unit label of a :data:`UNIT_METRICS` column written in the workload's own
+    unit: ``GPU J/unit`` -> ``GPU J/request``, ``mJ/unit`` -> ``mJ/request``, ``units/s`` ->
+    ``requests/s``, ``units of work`` -> ``requests``, ``Σ units`` (a pooled formula) ->
+    ``Σ requests``; unchanged without a unit."""
+    if not unit:
+        return text
+    one = singular(unit)
+    text = text.replace("units of work", unit).replace("units/s", f"{unit}/s").replace("Σ units", f"Σ {unit}")
+    text = text.replace("/unit", f"/{one}")
+    return unit if text == "units" else text
+
+
+def info(metric: str, work_unit: str | None = None) -> MetricInfo:
     """The :class:`MetricInfo` of a column; a named window's figure is labelled with its
-    window (``prefill GPU J/token``); other unknown columns are shown by name."""
+    window (``prefill GPU J/token``); other unknown columns are shown by name. With
+    ``work_unit`` (a user's ``unit: requests``), the :data:`UNIT_METRICS` speak it
+    (``GPU J/request``, ``requests/s``; :func:`in_work_unit`)."""
     known = METRICS.get(metric)
+    if known is not None and work_unit and metric in UNIT_METRICS:
+        return MetricInfo(
+            metric, in_work_unit(known.label, work_unit), in_work_unit(known.unit, work_unit), known.lower_is_better
+        )
     if known is not None:
         return known
     split = split_window(metric)

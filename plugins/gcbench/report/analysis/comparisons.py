@@ -207,13 +207,13 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
     ``p`` is the Holm-adjusted Mann-Whitney U p-value; the CI is that of the
     percentage change of the medians."""
     c = r.result
-    mi = info(c.metric)
     where = r.workload + (f" ({r.context})" if r.context else "")
     x = f"{r.factor}={r.treatment_level}"
     y = f"{r.factor}={r.baseline_level}"
     prefix = "SIMULATED: " if r.simulated else ""
     tg = groups_by_variant.get((r.workload, c.treatment))
     bg = groups_by_variant.get((r.workload, c.baseline))
+    mi = info(c.metric, tg.work_unit if tg is not None else None)
     if r.not_compared:
         return f"{prefix}{where}: {x} against {y} on {mi.label}: not compared ({r.not_compared})."
     if r.inconclusive:

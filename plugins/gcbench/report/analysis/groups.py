@@ -56,6 +56,9 @@ class Group:
             unavailable, host-to-host copy of pageable memory`` (from its trials'
             ``settings_not_in_effect``; "(in 2 of 3 trials)" when not all); empty when
             every requested setting ran as asked.
+        work_unit: the unit of work its trials counted when it is a user's own (a plan's
+            ``unit: requests``; the text metric ``unit``) and all name the same one, else
+            None; J/unit and units/s are written in it (:func:`gcbench.report.metrics.info`).
     """
 
     workload: str
@@ -78,6 +81,7 @@ class Group:
     co2e_band: tuple[float, float] | None = None
     inconclusive_reason: str | None = None
     not_in_effect: dict[str, str] = field(default_factory=dict)
+    work_unit: str | None = None
     _used: pd.DataFrame | None = field(default=None, repr=False)
 
     def known(self, metric: str) -> np.ndarray:
@@ -206,6 +210,15 @@ def not_compared_reason(treat: Group, base: Group, factors: Iterable[str]) -> st
     return "; ".join(out)
 
 
+def work_unit(df: pd.DataFrame) -> str | None:
+    """The user's unit of work the trials of ``df`` counted (the text metric ``unit``)
+    when they all name one, else None."""
+    if "unit" not in df.columns:
+        return None
+    names = {u for u in df["unit"] if isinstance(u, str) and u}
+    return names.pop() if len(names) == 1 else None
+
+
 def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
     """One :class:`Group` per (workload, variant), sorted, with summaries of the kind's
     metrics and of CO2e over the valid trials."""
@@ -248,6 +261,7 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
             )
             g.trial_ids = [str(t) for t in used["trial_id"]]
             g.not_in_effect = group_not_in_effect(gdf)
+            g.work_unit = work_unit(wdf)
             g._used = used
             for m in metrics:
                 summarise_metric(g, m, settings)

@@ -11,7 +11,7 @@ from gcbench import stats
 from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.preprocessors import preprocessor_rows
 from gcbench.report.fmt import fmt_num, fmt_p
-from gcbench.report.metrics import info, is_simulated_metric, kind_metrics
+from gcbench.report.metrics import UNIT_METRICS, in_work_unit, info, is_simulated_metric, kind_metrics
 from gcbench.report.render import tables
 from gcbench.report.render.plots import Plot, _slug
 from gcbench.report.scale import choose_unit
@@ -102,16 +102,17 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
         )
     comparisons = []
     no_ci: list[str] = []
+    work_units = {g.workload: g.work_unit for g in a.groups}
     for r in a.comparisons:
         c = r.result
-        u = tables.comparison_unit(c)
+        u = tables.comparison_unit(c, work_units.get(r.workload))
         row: dict[str, Any] = dict(
             workload=r.workload,
             context=r.context,
             factor=r.factor,
             treatment=f"{r.factor}={r.treatment_level}",
             baseline=f"{r.factor}={r.baseline_level}",
-            metric=info(c.metric).label,
+            metric=info(c.metric, work_units.get(r.workload)).label,
             unit=u.label,
             n=f"{c.n_treatment} vs {c.n_baseline}",
             medians=f"{tables.fmt_in(c.median_treatment, u)} vs {tables.fmt_in(c.median_baseline, u)}",
@@ -243,6 +244,10 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
     energy_unit = choose_unit("J", df["gpu_energy_j"].tolist())
     time_unit = choose_unit("s", df["duration_s"].tolist())
 
+    def own_unit(t) -> str | None:
+        u = t.get("unit")
+        return u if isinstance(u, str) and u else None
+
     def trial_row(t) -> dict:
         kind_m = kind_metrics(str(t["kind"]))[0]
         u = primary_unit[t["kind"]]
@@ -253,7 +258,8 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             status=t["status"],
             valid="not validated" if t["valid"] is None else ("valid" if t["valid"] else "invalid"),
             used=bool(t["used"]),
-            metric=f"{info(kind_m).label}: {tables.fmt_in(t[kind_m], u)} {u.label}".rstrip(),
+            metric=f"{info(kind_m, own_unit(t)).label}: {tables.fmt_in(t[kind_m], u)} "
+            f"{in_work_unit(u.label, own_unit(t)) if kind_m in UNIT_METRICS else u.label}".rstrip(),
             metric_simulated=bool(t["simulated"]) and is_simulated_metric(kind_m),
             energy=tables.fmt_in(t["gpu_energy_j"], energy_unit),
             duration=tables.fmt_in(t["duration_s"], time_unit),

@@ -40,6 +40,7 @@ from gcbench.report.metrics import (
     ENERGY_METRIC_ORDER,
     EXTRA_METRICS,
     RATIOS,
+    in_work_unit,
     info,
     is_simulated_metric,
     kind_metrics,
@@ -327,7 +328,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
     the pooled estimate and its CI, beside the dots; invalid trials as red crosses."""
     from matplotlib.lines import Line2D
 
-    mi = info(metric)
+    mi = info(metric, groups[0].work_unit)
     rng = np.random.default_rng(stats.stable_seed(groups[0].workload, metric))
     vals = [g.known(metric) for g in groups]
     everything = np.concatenate([v for v in vals if v.size] or [np.array([np.nan])])
@@ -411,7 +412,7 @@ def _dots_panel(ax, a: Analysis, groups: list[Group], metric: str, drawn: Drawn,
             drawn.add(
                 "pooled",
                 f"Orange diamond: the pooled estimate "
-                f"({RATIOS[metric].formula} over the same trials) with its {conf} % CI "
+                f"({in_work_unit(RATIOS[metric].formula, groups[0].work_unit)} over the same trials) with its {conf} % CI "
                 f"(trials resampled).",
                 Line2D([], [], marker="D", ls="", ms=4, color=POOLED_COLOR),
                 "pooled (Σ/Σ), CI",
@@ -454,17 +455,18 @@ def plot_groups(
     fig = _figure(max(5.0, 0.8 * len(groups) + 2.8), 1.6 + 2.9 * len(metrics))
     axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
     drawn = Drawn()
+    wu = groups[0].work_unit
     for ax, m in zip(axes, metrics, strict=True):
         _dots_panel(ax, a, groups, m, drawn, labels)
-        ax.set_title(_title(f"{workload}: {info(m).label}", m in sim_metrics), fontsize=10)
+        ax.set_title(_title(f"{workload}: {info(m, wu).label}", m in sim_metrics), fontsize=10)
     _mark_not_in_effect(drawn, groups)
     _outside_legend(fig, drawn, "lower center", ncol=3)
-    names = " and ".join(info(m).label for m in metrics)
-    measured = [info(m).label for m in metrics if m not in sim_metrics]
+    names = " and ".join(info(m, wu).label for m in metrics)
+    measured = [info(m, wu).label for m in metrics if m not in sim_metrics]
     banner = SIM_TEXT
     tail = ""
     if sim and measured:
-        sim_names = " and ".join(info(m).label for m in sim_metrics)
+        sim_names = " and ".join(info(m, wu).label for m in sim_metrics)
         banner = f"SIMULATED: {sim_names}; measured: {' and '.join(measured)}"
         tail = f"{sim_names} comes from the simulated device's power model; {' and '.join(measured)} is measured."
     n_trials = sum(g.summaries[metrics[0]].n for g in groups)

@@ -26,7 +26,7 @@ from gcbench import stats
 from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group
 from gcbench.report.fmt import fmt_num
-from gcbench.report.metrics import RATIOS, info, is_simulated_metric, table_metrics
+from gcbench.report.metrics import RATIOS, in_work_unit, info, is_simulated_metric, table_metrics
 from gcbench.report.render.utilization import PERCENT, busy_note
 from gcbench.report.scale import Unit, choose_unit
 
@@ -172,7 +172,7 @@ def column_unit(groups: list[Group], metric: str) -> Unit:
         p = g.pooled.get(metric)
         if p is not None and p.pooled is not None:
             vals.append(p.pooled)
-    return choose_unit(info(metric).unit, vals)
+    return choose_unit(info(metric, groups[0].work_unit if groups else None).unit, vals)
 
 
 def _unknown_reason(a: Analysis, workload: str, metric: str) -> str:
@@ -196,14 +196,16 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
     any_sim = any(g.simulated for g in groups)
     conf = round(a.settings.confidence * 100)
     cols: list[Column] = []
+    work_unit = groups[0].work_unit if groups else None
     for m in metrics:
-        mi = info(m)
+        mi = info(m, work_unit)
         unit = column_unit(groups, m)
         sim = any_sim and is_simulated_metric(m)
         head = f"{mi.label} ({unit.label})" if unit.label else mi.label
         cols.append(Column(m, head, f"median [{conf} % CI]", unit, sim))
         if m in RATIOS and any(m in g.pooled for g in groups):
-            cols.append(Column(m, head, f"pooled {RATIOS[m].formula} [{conf} % CI]", unit, sim, pooled=True))
+            formula = in_work_unit(RATIOS[m].formula, work_unit)
+            cols.append(Column(m, head, f"pooled {formula} [{conf} % CI]", unit, sim, pooled=True))
     rows = []
     small: dict[str, int] = {}
     no_ci: dict[str, dict[str, int]] = {}
@@ -305,9 +307,10 @@ def not_in_effect_mark(g: Group, key: str) -> str:
     return f"{key}={value} not in effect" if key in g.factors else f"{key} not in effect"
 
 
-def comparison_unit(c: stats.Comparison) -> Unit:
-    """The unit of a comparison's medians and Hodges-Lehmann shift."""
-    return choose_unit(info(c.metric).unit, [c.median_treatment, c.median_baseline])
+def comparison_unit(c: stats.Comparison, work_unit: str | None = None) -> Unit:
+    """The unit of a comparison's medians and Hodges-Lehmann shift (``work_unit``: the
+    workload's own unit of work, :attr:`Group.work_unit`)."""
+    return choose_unit(info(c.metric, work_unit).unit, [c.median_treatment, c.median_baseline])
 
 
 def tradeoff_rows(a: Analysis, t) -> Table:
