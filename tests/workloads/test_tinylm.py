@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gcbench.spec import Amount
-from gcbench.tokenizer import Encoder, Merges, TokenFileError, default_corpus, train
+from gcbench.tokenizer import Encoder, Merges, default_corpus, train
 from gcbench.workloads import tinylm
 
 PLUGINS = Path(__import__("gcbench").__file__).resolve().parent.parent
@@ -147,21 +147,61 @@ def test_reduced_precision_on_cpu_says_what_ran(context, make_spec, cache, preci
         assert out["settings_not_in_effect"] == {}
 
 
-def test_failing_native_tokenizer_reports_its_stderr(context, make_spec, cache, tmp_path):
+def test_failing_native_tokenizer_is_skipped_with_its_stderr_before_anything_is_measured(
+    context, make_spec, cache, tmp_path, monkeypatch
+):
+    from gcbench.errors import SkipTrial
+
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
     binary = fake_native_tokenizer(tmp_path, exit_status=3)
     spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": "external-go", "tokenizer_bin": str(binary)})
-    from gcbench.tokenizer.errors import TokenizerError
+    ctx = context(spec)
+    with pytest.raises(
+        SkipTrial,
+        match=rf"tokenizer_bin {binary} \(go\): conformance check failed: go exited with status 3: cannot read corpus",
+    ):
+        tinylm.run(spec, ctx)
+    assert ctx.order == []  # no window opened
 
-    with pytest.raises(TokenizerError, match="go exited with status 3: cannot read corpus"):
-        tinylm.run(spec, context(spec))
 
+def test_a_tokenizer_bin_with_other_ids_is_skipped_not_measured(context, make_spec, cache, tmp_path, monkeypatch):
+    """A binary given by hand is proven like a build: one tokenizing with other merges is
+    skipped before the trial measures anything (before, it ran "not checked" and only the
+    trial's own read of its token file could refuse it, after the tokenize window)."""
+    from gcbench.errors import SkipTrial
 
-def test_token_file_from_other_merges_is_refused(context, make_spec, cache, tmp_path):
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
     other = train(default_corpus()[:20000], 300).save(tmp_path / "other.txt")
     binary = fake_native_tokenizer(tmp_path, merges_override=other)
     spec = make_spec("tinylm", {**TINY, "cache_dir": str(cache), "path": "external-go", "tokenizer_bin": str(binary)})
-    with pytest.raises(TokenFileError, match="merges sha256"):
-        tinylm.run(spec, context(spec))
+    ctx = context(spec)
+    with pytest.raises(
+        SkipTrial, match=r"\(go\): conformance check failed: made with merges sha256 [0-9a-f]{16}\.\.\., not with"
+    ):
+        tinylm.run(spec, ctx)
+    assert ctx.order == []
+
+
+def test_a_conformant_tokenizer_bin_is_recorded_as_checked_and_checked_once(
+    context, make_spec, cache, tmp_path, monkeypatch
+):
+    from gcbench.tokenizer import preprocessors
+
+    monkeypatch.setenv("GCBENCH_HOME", str(tmp_path / "home"))
+    binary = fake_native_tokenizer(tmp_path)
+    spec = make_spec(
+        "tinylm",
+        {**TINY, "cache_dir": str(cache), "path": "external-go", "tokenizer_bin": str(binary)},
+        window=Amount(steps=2),
+    )
+    out = tinylm.run(spec, context(spec))
+    record = out["preprocessor"]
+    assert record["builder"] == "tokenizer_bin setting" and record["binary_sha256"] == preprocessors.sha256_of(binary)
+    assert record["conformance"]["passed"] is True and record["conformance"]["inputs"] == 7
+    calls = []
+    monkeypatch.setattr(preprocessors, "check_conformance", lambda *a: calls.append(a) or {"passed": True})
+    again = tinylm.run(spec, context(spec))
+    assert calls == [] and again["preprocessor"]["conformance"] == record["conformance"]
 
 
 @pytest.mark.parametrize(

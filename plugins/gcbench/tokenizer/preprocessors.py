@@ -606,6 +606,7 @@ def conformance_merges(cache_dir: Path) -> Path:
 
     path = Path(cache_dir) / f"conformance-merges-{CONFORMANCE_VOCAB}.txt"
     if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
         train(default_corpus()[:CONFORMANCE_TEXT_BYTES], CONFORMANCE_VOCAB).save(path)
     return path
 
@@ -721,3 +722,48 @@ def conformant_binary(entry: Mapping[str, Any], cache_dir: Path) -> tuple[Path, 
             name, binary, f"preprocessor {name} version {source_hash[:12]} is not conformant: {why}"
         )
     return binary, record
+
+
+def checked_binary(entry: Mapping[str, Any], binary: Path, cache_dir: Path) -> dict[str, Any]:
+    """Prove a binary given by hand (TinyLM's ``tokenizer_bin`` setting) before it is
+    measured under a declared preprocessor's name: the same conformance check the DAG's
+    build task runs (:func:`check_conformance`, with the declaration's ``run`` and
+    ``output``), remembered per binary SHA-256 and argv in ``cache_dir/checked/`` so
+    later trials of that binary do not check it again.
+
+    Returns:
+        The build record: ``{"name", "tokenizer_bin", "binary_sha256", "builder":
+        "tokenizer_bin setting", "conformance": {...}}``.
+
+    Raises:
+        TokenizerBuildError: the binary is missing, failed on an input, or its ids differ
+            from the reference (:class:`ConformanceError`, with the input, offset and both
+            ids): no trial runs it.
+    """
+    import json
+
+    name = str(entry["name"])
+    binary = Path(binary)
+    if not binary.is_file():
+        raise TokenizerBuildError(name, binary, "no such file")
+    run, output = [str(a) for a in entry["run"]], str(entry.get("output") or "gcbtoken")
+    digest = sha256_of(binary)
+    key = hashlib.sha256(json.dumps([digest, run, output]).encode()).hexdigest()[:24]
+    memo = Path(cache_dir) / "checked" / f"{key}.json"
+    record = {"name": name, "tokenizer_bin": str(binary), "binary_sha256": digest, "builder": "tokenizer_bin setting"}
+    if memo.exists():
+        try:
+            return {**record, "conformance": json.loads(memo.read_text())}
+        except ValueError:
+            pass  # a torn memo: check again
+    try:
+        conformance = check_conformance(name, run, output, binary, Path(cache_dir))
+    except TokenizerBuildError:
+        raise
+    except TokenizerError as exc:  # the program failed on a conformance input, or its output was refused
+        raise TokenizerBuildError(name, binary, f"conformance check failed: {exc.message}") from None
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(conformance))
+    os.replace(tmp, memo)
+    return {**record, "conformance": conformance}

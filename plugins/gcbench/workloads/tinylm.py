@@ -53,8 +53,9 @@ Settings (defaults): layers 2, d_model 128, heads 4, context_length 128, batch_s
 precision ``fp32``, mode ``infer``, path ``torch``, corpus None (Python's
 ``pydoc_data.topics``), merges None, vocab_size 2048, lr 3e-4, cache_dir None
 (``$GCBENCH_HOME/cache/tinylm``), tokenizer_bin None (a binary to run instead of the
-declared preprocessor's conformant build, with its declared ``run`` argv; recorded as
-such), tokenize_timeout_s 600, loader ``{workers: 0}`` (with workers, ``prefetch`` 2 and
+declared preprocessor's conformant build, with its declared ``run`` argv; checked against
+the reference like a build before it is measured, and recorded as such),
+tokenize_timeout_s 600, loader ``{workers: 0}`` (with workers, ``prefetch`` 2 and
 ``pin_memory`` true unless given; an integer is a worker count), tokenizer
 ``reference`` (or ``hf``, which needs the ``bench`` extra).
 
@@ -262,21 +263,26 @@ def preprocessor_entry(spec: TrialSpec, path: str) -> dict[str, Any]:
 
 
 def tokenizer_binary(cfg: dict[str, Any], entry: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
-    """The binary to run and its build record: ``tokenizer_bin`` when set (recorded as
-    not checked), else the conformant build of the spec's version
+    """The binary to run and its build record: ``tokenizer_bin`` when set, proven by the
+    same conformance check as a build (:func:`gcbench.tokenizer.preprocessors.checked_binary`,
+    before anything is measured), else the conformant build of the spec's version
     (:func:`gcbench.tokenizer.preprocessors.conformant_binary`).
 
     Raises:
-        SkipTrial: that version is not built or failed its conformance check: the trial
-            is stored as skipped with the reason, nothing is measured.
+        SkipTrial: that version is not built, or the binary failed its conformance check:
+            the trial is stored as skipped with the reason, nothing is measured.
     """
-    if cfg["tokenizer_bin"]:
-        return Path(cfg["tokenizer_bin"]), {"name": entry["name"], "tokenizer_bin": str(cfg["tokenizer_bin"])}
     from gcbench import config
     from gcbench.errors import SkipTrial
     from gcbench.tokenizer.errors import TokenizerBuildError
-    from gcbench.tokenizer.preprocessors import conformant_binary
+    from gcbench.tokenizer.preprocessors import checked_binary, conformant_binary
 
+    if cfg["tokenizer_bin"]:
+        binary = Path(cfg["tokenizer_bin"])
+        try:
+            return binary, checked_binary(entry, binary, config.home() / "tools")
+        except TokenizerBuildError as exc:  # fails, or not identical to the reference: never measured
+            raise SkipTrial(f"tokenizer_bin {binary} ({entry['name']}): {exc.message}") from None
     try:
         return conformant_binary(entry, config.home() / "tools")
     except TokenizerBuildError as exc:  # not built, or not identical to the reference: never measured
