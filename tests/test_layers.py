@@ -8,6 +8,10 @@ couples the two layers), resolved to its top-level unit (``gcbench.energy.meter`
 shared definition down (as ``SkipTrial`` went to errors.py, the local tokenizer build
 to the tokenizer package, the metric lists to metrics.py, the Airflow identifier rules
 to plan/identifiers.py), never to import upwards lazily.
+
+Inside gcbench.plan the modules' imports (lazy ones too) form no cycle: expansion
+(``matrix``, ``trials``) and the error text (``text``) sit below the checks (``check``)
+and the loader.
 """
 
 from __future__ import annotations
@@ -224,3 +228,154 @@ def test_report_numbers_never_import_their_rendering():
         if src in rank and dst in rank and rank[dst] > rank[src]:
             bad.append(f"{'/'.join(rel)}:{imp.line}: report.{src} imports {imp.target}")
     assert not bad, "\n".join(bad)
+
+
+PLAN = PACKAGE / "plan"
+
+
+@dataclass(frozen=True)
+class PlanEdge:
+    """One import of a module of gcbench.plan by another (``__init__``: the package itself)."""
+
+    source: str  # the importing module, e.g. loader
+    target: str  # the imported one, e.g. check
+    line: int
+    lazy: bool  # written inside a function: runs at call time, not at import
+
+
+def _imports_in(node: ast.AST, lazy: bool = False):
+    """``(import node, inside a function?)`` for every import below ``node``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, lazy
+        else:
+            inner = lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            yield from _imports_in(child, inner)
+
+
+def _plan_targets(node: ast.Import | ast.ImportFrom, modules: set[str]) -> list[str]:
+    """The modules of gcbench.plan an import reaches: ``from gcbench.plan.check import x``
+    -> check, ``from gcbench.plan import trials`` -> trials, ``from . import text`` -> text,
+    ``from gcbench.plan import expand`` (a name of the package) -> ``__init__``."""
+
+    def module_of(dotted: str) -> str | None:
+        parts = dotted.split(".")
+        if parts[:2] != ["gcbench", "plan"]:
+            return None
+        return parts[2] if len(parts) > 2 and parts[2] in modules else "__init__"
+
+    if isinstance(node, ast.Import):
+        return [m for alias in node.names if (m := module_of(alias.name))]
+    if node.level:  # every module of gcbench.plan, __init__ too, sits in the package gcbench.plan
+        origin = ".".join(["gcbench", "plan"][: 3 - node.level] + ([node.module] if node.module else []))
+    else:
+        origin = node.module or ""
+    out = []
+    for alias in node.names:
+        # from gcbench.plan import trials -> trials; from gcbench import plan -> __init__
+        dotted = f"{origin}.{alias.name}" if origin in ("gcbench", "gcbench.plan") else origin
+        if (module := module_of(dotted)) is not None:
+            out.append(module)
+    return out
+
+
+def plan_edges(plan: Path = PLAN) -> list[PlanEdge]:
+    """Every import between the modules of the plan package, at module level and inside
+    functions, in file and line order (a module's import of itself left out)."""
+    modules = {p.stem for p in plan.glob("*.py")}
+    edges = []
+    for path in sorted(plan.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node, lazy in _imports_in(tree):
+            edges += [PlanEdge(path.stem, t, node.lineno, lazy) for t in _plan_targets(node, modules) if t != path.stem]
+    return sorted(edges, key=lambda e: (e.source, e.line, e.target))
+
+
+def find_cycle(edges: list[PlanEdge]) -> list[PlanEdge]:
+    """The edges of one import cycle (``[a->b, b->a]``), or ``[]`` when the graph has none."""
+    graph: dict[str, list[PlanEdge]] = {}
+    for edge in edges:
+        graph.setdefault(edge.source, []).append(edge)
+    done: set[str] = set()
+    path: list[PlanEdge] = []
+    on_path: list[str] = []
+
+    def visit(module: str) -> list[PlanEdge]:
+        on_path.append(module)
+        for edge in graph.get(module, []):
+            if edge.target in on_path:
+                return path[on_path.index(edge.target) :] + [edge]
+            if edge.target not in done:
+                path.append(edge)
+                if cycle := visit(edge.target):
+                    return cycle
+                path.pop()
+        on_path.pop()
+        done.add(module)
+        return []
+
+    for module in sorted(graph):
+        if module not in done and (cycle := visit(module)):
+            return cycle
+    return []
+
+
+def reachable(edges: list[PlanEdge], start: str) -> set[str]:
+    """The modules ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for edge in edges:
+            if edge.source == module and edge.target not in seen:
+                seen.add(edge.target)
+                todo.append(edge.target)
+    return seen
+
+
+def test_the_plan_package_has_no_import_cycle_not_even_through_a_lazy_import():
+    """A lazy import inside a function still couples two modules: counting those too, no
+    plan module may import, directly or through others, one that imports it back."""
+    cycle = find_cycle(plan_edges())
+    assert not cycle, (
+        "gcbench.plan import cycle (move the shared definition down, do not import lazily):\n"
+        + "\n".join(
+            f"plugins/gcbench/plan/{e.source}.py:{e.line}: {e.source} imports {e.target}{' (lazily)' if e.lazy else ''}"
+            for e in cycle
+        )
+    )
+
+
+def test_plan_expansion_reaches_neither_the_checks_nor_the_loader():
+    """matrix.py and trials.py (what a plan expands to) stand below check.py and loader.py."""
+    edges = plan_edges()
+    assert (PLAN / "matrix.py").exists() and (PLAN / "trials.py").exists()
+    for module in ("matrix", "trials"):
+        assert not reachable(edges, module) & {"check", "loader", "__init__"}, module
+
+
+def test_plan_error_text_imports_no_other_plan_module():
+    """text.py (field paths, YAML 1.1 hints) sits below every module that words an error."""
+    assert (PLAN / "text.py").exists()
+    assert reachable(plan_edges(), "text") <= {"schema"}
+
+
+def test_the_cycle_finder_sees_lazy_relative_and_package_imports(tmp_path):
+    """The tests above can fail: a cycle a -> b -> c -> a closed by a lazy import."""
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    (plan / "__init__.py").write_text("from gcbench.plan.a import f\n")
+    (plan / "a.py").write_text("def f():\n    from gcbench.plan.b import g\n")  # line 2, lazy
+    (plan / "b.py").write_text("from . import c\nfrom gcbench.errors import PlanError\n")
+    (plan / "c.py").write_text("import gcbench.plan.a\nfrom gcbench.plan import f\n")  # f: the package's name
+    edges = plan_edges(plan)
+    assert [(e.source, e.target, e.line, e.lazy) for e in edges] == [
+        ("__init__", "a", 1, False),
+        ("a", "b", 2, True),
+        ("b", "c", 1, False),
+        ("c", "a", 1, False),
+        ("c", "__init__", 2, False),
+    ]
+    assert [(e.source, e.target) for e in find_cycle(edges)] == [("a", "b"), ("b", "c"), ("c", "a")]
+    assert reachable(edges, "b") == {"a", "b", "c", "__init__"}
+    assert find_cycle([e for e in edges if e.source != "a"]) == []

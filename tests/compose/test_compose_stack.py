@@ -58,8 +58,8 @@ TIMINGS: dict[str, float] = {}
 
 
 def _expected_trials(path: Path, repetitions: int | None = None) -> list:
-    from gcbench.plan.expand import expand
     from gcbench.plan.loader import load_plan
+    from gcbench.plan.trials import expand
 
     return expand(load_plan(path), repetitions=repetitions)
 

@@ -76,8 +76,8 @@ def _specs(plan_file: Path, project_dir: Path | None = None):
     """The plan's trial specs as this checkout expands them; ``project_dir``: the project
     root its preprocessor's source folder is relative to (the deployment's, for the
     version the deployment holds)."""
-    from gcbench.plan.expand import expand
     from gcbench.plan.loader import load_plan
+    from gcbench.plan.trials import expand
 
     saved = os.environ.get("GCBENCH_PROJECT_ROOT")
     if project_dir is not None:

@@ -58,8 +58,8 @@ def smoke_run(docker_client, pg_server_url, tmp_path_factory):
 
 
 def _expected():
-    from gcbench.plan.expand import expand
     from gcbench.plan.loader import load_plan
+    from gcbench.plan.trials import expand
 
     specs = expand(load_plan(PLAN))
     return len(specs), {s.kind for s in specs}

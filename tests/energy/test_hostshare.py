@@ -21,8 +21,8 @@ import pytest
 
 from gcbench.energy import hostshare
 from gcbench.factory.local import run_local
-from gcbench.plan.expand import expand
 from gcbench.plan.loader import load_plan
+from gcbench.plan.trials import expand
 from gcbench.spec import EnergySettings
 
 CASE = Path(__file__).resolve().parents[1] / "fixtures" / "cases" / "round3" / "C13-rapl-concurrent-trials"

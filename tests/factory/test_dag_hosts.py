@@ -9,9 +9,9 @@ import pytest
 from gcbench.errors import PlanError
 from gcbench.factory.dag import build_dag, plan_pools
 from gcbench.factory.tasks import place_trials
-from gcbench.plan.expand import expand
 from gcbench.plan.identifiers import host_device_sets
 from gcbench.plan.loader import plan_from_text
+from gcbench.plan.trials import expand
 
 PLAN = """
 name: multi

@@ -33,9 +33,8 @@ class Expanded(Exception):
 
 
 def test_c04_repetitions_2_0_reaches_expand_as_2(monkeypatch):
-    import importlib
+    from gcbench.plan import trials
 
-    expand_module = importlib.import_module("gcbench.plan.expand")  # gcbench.plan.expand is also the function
     seen = {}
 
     def spy(plan, repetitions=None, only_variants=None):
@@ -43,7 +42,7 @@ def test_c04_repetitions_2_0_reaches_expand_as_2(monkeypatch):
         raise Expanded  # stop before the results database
 
     callable_ = expand_trials_with(monkeypatch, json.loads((PARAMS / "repetitions_float.json").read_text()))
-    monkeypatch.setattr(expand_module, "expand", spy)
+    monkeypatch.setattr(trials, "expand", spy)
     with pytest.raises(Expanded):
         callable_()
     assert seen == {"repetitions": 2, "only_variants": ()} and type(seen["repetitions"]) is int

@@ -290,7 +290,7 @@ def test_yaml_1_1_forms_in_workload_settings_say_how_to_write_them(tmp_path):
 
 
 def test_yaml_1_1_boolean_where_a_boolean_is_expected_is_refused_with_a_hint():
-    from gcbench.plan.expand import check_values
+    from gcbench.plan.check import check_values
 
     key, message = check_values({"flag": "yes"}, {"flag": False}, None)
     assert key == "flag" and message.endswith(

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from gcbench.errors import PlanError
-from gcbench.plan.expand import check_plan, expand
+from gcbench.plan.check import check_plan
 from gcbench.plan.loader import load_plan
 from gcbench.plan.schema import ValidationSettings
+from gcbench.plan.trials import expand
 from gcbench.spec import Amount, EnergySettings, TrialSpec
 from gcbench.trial import run_trial
 from gcbench.validate import named_window_findings

@@ -59,7 +59,6 @@ from typing import Any
 from gcbench.config import default_runner
 from gcbench.factory import tasks
 from gcbench.factory.tasks import DOCKER_GRACE_S, collect_run, fail_fast
-from gcbench.plan.expand import preprocessors_used, variants
 from gcbench.plan.identifiers import (
     device_key,
     device_sets,
@@ -68,6 +67,7 @@ from gcbench.plan.identifiers import (
     pool_name,
     trial_pool,
 )
+from gcbench.plan.matrix import preprocessors_used, variants
 from gcbench.plan.schedule import START_DATE
 from gcbench.plan.schema import Plan, describe_repetitions
 

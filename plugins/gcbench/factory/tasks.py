@@ -84,8 +84,8 @@ def place_trials(plan: Plan, specs: list) -> list[tuple[str | None, list[int]]]:
 def expand_trials(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
     """Plan -> trial specs for this run (already-stored trials left out); for a precision
     target, its first round (:func:`expand_round2` plans the second)."""
-    from gcbench.plan.expand import expand
     from gcbench.plan.params import run_params_from_conf
+    from gcbench.plan.trials import expand
     from gcbench.store import db, runs
 
     params = ctx["params"]
@@ -157,7 +157,7 @@ def round2_totals(plan: Plan, df: Any, only_variants: tuple[str, ...] = ()) -> d
     import numpy as np
 
     from gcbench import stats
-    from gcbench.plan.expand import combinations, variant_label
+    from gcbench.plan.matrix import combinations, variant_label
     from gcbench.plan.schema import RepetitionTarget
 
     totals: dict[str, int] = {}
@@ -202,8 +202,8 @@ def expand_round2(plan: Plan, ctx: Any) -> list[dict[str, Any]]:
     date: a re-run or backfill skips them, as :func:`expand_trials` does). Empty when the
     run's ``repetitions`` parameter overrides the plan (a fixed count: no rounds)."""
     from gcbench.errors import StoreError
-    from gcbench.plan.expand import expand
     from gcbench.plan.params import run_params_from_conf
+    from gcbench.plan.trials import expand
     from gcbench.store import db, queries, runs
 
     run_id = ctx["run_id"]
@@ -441,8 +441,9 @@ def _item_spec(plan: Plan, ctx: Any, item: dict[str, Any]):
     """The spec of one ``expand_trials`` item: its spec.json (or the embedded spec), or,
     when that file is unreadable or holds another trial (a trial may write over its
     folder), the plan's own spec of that trial id. Returns (spec or None, why not)."""
-    from gcbench.plan.expand import combinations, expand, variant_label
+    from gcbench.plan.matrix import combinations, variant_label
     from gcbench.plan.schema import most_repetitions
+    from gcbench.plan.trials import expand
     from gcbench.spec import TrialSpec
 
     try:
@@ -576,8 +577,8 @@ def record_interruption(
         skips exactly those.
     """
     from gcbench.errors import PlanError
-    from gcbench.plan.expand import expand
     from gcbench.plan.params import run_params_from_conf
+    from gcbench.plan.trials import expand
     from gcbench.store import db, queries, runs
 
     try:

@@ -17,7 +17,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from gcbench.errors import PlanError
+from gcbench.plan.matrix import preprocessors_used
 from gcbench.plan.schema import Plan
+from gcbench.plan.text import format_path
+from gcbench.plan.trials import expand
 
 
 def device_key(devices: list[int]) -> str:
@@ -32,8 +36,6 @@ def pool_name(devices: list[int]) -> str:
 
 def device_sets(plan: Plan) -> list[list[int]]:
     """The GPU sets the plan's trials use, single GPUs first (from an expansion of one repetition)."""
-    from gcbench.plan.expand import expand
-
     seen: dict[str, list[int]] = {}
     for spec in expand(plan, repetitions=1):
         seen.setdefault(device_key(spec.devices), spec.devices)
@@ -60,8 +62,6 @@ def host_device_sets(plan: Plan) -> dict[str, list[list[int]]]:
     Raises:
         PlanError: a trial needs more GPUs than any host has.
     """
-    from gcbench.errors import PlanError
-
     sizes = sorted({len(d) for d in device_sets(plan) if d})
     out: dict[str, list[list[int]]] = {}
     for name, host in plan.hosts.items():
@@ -122,8 +122,6 @@ def airflow_identifiers(plan: Plan) -> list[tuple[str, str, tuple[str | int, ...
     for host, sets in host_device_sets(plan).items():
         field = ("hosts", host)
         out += [("task id", f"collect_{host}", field), ("queue", plan.hosts[host].queue, field + ("queue",))]
-        from gcbench.plan.expand import preprocessors_used
-
         if preprocessors_used(plan):
             out.append(("task id", f"build_tokenizers_{host}", field))
         for devices in sets:
@@ -148,9 +146,6 @@ def check_airflow_identifiers(plan: Plan, lines: dict | None = None, source: str
     Raises:
         PlanError: naming the plan field (and its line) the identifier is built from.
     """
-    from gcbench.errors import PlanError
-    from gcbench.plan.loader import format_path
-
     lines = lines or {}
 
     def line_of(field: tuple) -> int | None:

@@ -29,7 +29,6 @@ Whatever the input, :func:`plan_from_text` raises :class:`PlanError` and nothing
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -39,7 +38,9 @@ import yaml
 from pydantic import ValidationError
 
 from gcbench.errors import PlanError
+from gcbench.plan.check import check_plan
 from gcbench.plan.schema import REPETITION_TAGS, Plan
+from gcbench.plan.text import YAML_TAG, PathKey, format_path, yaml11_hint
 
 MAX_PLAN_BYTES = 1_000_000
 """Plans larger than this are refused (a plan is a page of YAML, not data)."""
@@ -47,22 +48,7 @@ MAX_PLAN_BYTES = 1_000_000
 MAX_NODES = 100_000
 """Alias expansion beyond this many nodes is refused (YAML 'billion laughs')."""
 
-PathKey = tuple[str | int, ...]
-
-
-def format_path(path: PathKey) -> str:
-    """``("workloads", 0, "matrix", "batch_size")`` -> ``workloads[0].matrix.batch_size``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-_TAG = "tag:yaml.org,2002:"
-MERGE_TAG = _TAG + "merge"
+MERGE_TAG = YAML_TAG + "merge"
 EXTENSION_PREFIX = "x-"
 """Top-level keys with this prefix are ignored (Compose-style extension fields)."""
 
@@ -102,7 +88,7 @@ for _tag, _pattern, _first in (
     ),
 ):
     PlanLoader.add_implicit_resolver(
-        _TAG + _tag, re.compile(_pattern, re.X if _tag == "timestamp" else 0), list(_first)
+        YAML_TAG + _tag, re.compile(_pattern, re.X if _tag == "timestamp" else 0), list(_first)
     )
 
 
@@ -132,44 +118,13 @@ def _construct_float(loader: PlanLoader, node: yaml.ScalarNode) -> float:
     raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not a YAML 1.2 float", node.start_mark)
 
 
-PlanLoader.add_constructor(_TAG + "int", _construct_int)
-PlanLoader.add_constructor(_TAG + "float", _construct_float)
-
-
-def yaml11_reading(text: str) -> Any:
-    """What YAML 1.1 (PyYAML's SafeLoader) would make of ``text`` written unquoted, when
-    that is a boolean or a number; None otherwise (also for text it cannot have come from).
-
-    ``"yes"`` -> True, ``"1:20"`` -> 80, ``"1_000"`` -> 1000, ``"0777"`` -> 511.
-    """
-    if not isinstance(text, str) or not 0 < len(text) <= 64:
-        return None
-    yaml11 = yaml.SafeLoader("")  # only its resolver and scalar constructors are used
-    tag = yaml11.resolve(yaml.ScalarNode, text, (True, False))
-    if tag not in (_TAG + "bool", _TAG + "int", _TAG + "float"):
-        return None
-    try:
-        value = yaml11.construct_object(yaml.ScalarNode(tag, text))
-    except (ValueError, yaml.YAMLError):
-        return None
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def yaml11_hint(value: Any) -> str:
-    """``"; YAML 1.1 would read yes as true, ..."`` for a text value that YAML 1.1 reads
-    as a boolean or number (so that a type error says how to write it), else ``""``."""
-    reading = yaml11_reading(value)
-    if reading is None:
-        return ""
-    written = json.dumps(reading)
-    return (
-        f"; YAML 1.1 would read {value} as {written}, but plans are read as YAML 1.2, where it is text: write {written}"
-    )
+PlanLoader.add_constructor(YAML_TAG + "int", _construct_int)
+PlanLoader.add_constructor(YAML_TAG + "float", _construct_float)
 
 
 def _ambiguous_number(node: yaml.ScalarNode) -> str | None:
     """Why a plain integer scalar means different values in YAML 1.1 and 1.2, or None."""
-    if node.style is not None or node.tag != _TAG + "int" or not re.fullmatch(r"[-+]?0[0-9]+", node.value):
+    if node.style is not None or node.tag != YAML_TAG + "int" or not re.fullmatch(r"[-+]?0[0-9]+", node.value):
         return None
     text = node.value
     if len(text) > 40:  # no number of this length is meant; keep the message short
@@ -418,8 +373,6 @@ def plan_from_text(text: str, source: str = "<string>") -> Plan:
         loc, msg = _first_error(exc)
         raise PlanError(source, _line_for(loc, lines), format_path(loc), msg) from None
     plan.set_source(source)
-    from gcbench.plan.expand import check_plan
-
     check_plan(plan, lines, source)
     return plan
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gcbench.errors import RunParamsError
+from gcbench.plan.matrix import variants as plan_variants
 from gcbench.plan.schema import MAX_REPETITIONS, Plan
 
 RUNNERS = ("local", "docker")
@@ -63,8 +64,6 @@ def _repetitions(value: Any, plan: Plan, name: str) -> int | None:
 
 
 def _variants(value: Any, plan: Plan, name: str) -> tuple[str, ...]:
-    from gcbench.plan.expand import variants as plan_variants
-
     if value is None or value == "":
         return ()
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -140,8 +139,6 @@ def param_schemas(plan: Plan) -> dict[str, dict[str, Any]]:
     asterisk) unless its type includes ``"null"`` (``isParamRequired.tsx``), and its
     multi-select sends ``null`` when cleared.
     """
-    from gcbench.plan.expand import variants as plan_variants
-
     labels = plan_variants(plan)
     return {
         "repetitions": {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_REPETITIONS},
