@@ -114,6 +114,8 @@ def test_report_shows_busy_and_idle_share_beside_j_per_token(stored_report):
             assert idle == pytest.approx(100 - shown[0], abs=0.06)
     assert "GPU busy share = the share of the measured window in which the GPU ran work" in md
     assert "simulated-trial-busy-time: the trial's own busy time on the simulated device" in md
+    assert "On the simulated device the work runs on the CPU, so CPU contention lengthens it" in md
+    assert "A GPU J/GB that comes with a large idle share" in md  # the copies' table speaks its figure
     html = paths.html.read_text(encoding="utf-8")
     assert "GPU busy share (%)" in html and "GPU idle share (%)" in html
 
@@ -125,4 +127,4 @@ def test_paper_tables_carry_the_busy_share(stored_report):
     assert "GPU busy share pinned (%)" in md and "GPU busy share pageable (%)" in md
     tex = paths.paper_tex.read_text(encoding="utf-8")
     assert "GPU busy share" in tex
-    assert "A J/token that comes with a large idle share" in md
+    assert "A GPU J/token that comes with a large idle share" in md

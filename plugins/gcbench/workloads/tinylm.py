@@ -130,7 +130,9 @@ LOADER_DEFAULTS: dict[str, Any] = {"workers": 0, "prefetch": 2, "pin_memory": Tr
 """The ``loader`` setting's fields: ``prefetch`` is torch's default ``prefetch_factor``;
 ``pin_memory`` is what a PyTorch user writes for a GPU (it matters with workers only)."""
 MAX_LOADER_WORKERS = 64
-PIN_ON_CPU = "no CUDA device: pin_memory unavailable, batches stay in pageable memory"
+PIN_ON_CPU = (
+    "only its pin_memory: no CUDA device, so batches stay in pageable memory; its workers and prefetch ran as asked"
+)
 """Why ``loader.pin_memory`` is not in effect on a machine without CUDA."""
 HF_MISSING = (
     "tinylm tokenizer hf needs Hugging Face tokenizers, which is not installed here "

@@ -239,6 +239,12 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
         if c.pct_ci_low is not None
         else f"no CI: {c.ci_reason}"
     )
+    contended = [
+        f"{g.n_contended} of {g.n_valid} trials of {lv}" for g, lv in ((tg, x), (bg, y)) if g and g.n_contended
+    ]
+    caveat = (
+        f" CPU contention was flagged in {' and '.join(contended)}: part of it may be the host's." if contended else ""
+    )
     if not c.significant:
         test = (
             fmt_p(c.p_mannwhitney_holm)
@@ -247,11 +253,11 @@ def headline(r: ComparisonRow, *, groups_by_variant: dict, settings: ReportSetti
         )
         return (
             f"{prefix}{where}: no significant difference in {mi.label} between {x} and "
-            f"{y} (change {pct:+.2f} %, {ci}; {test})."
+            f"{y} (change {pct:+.2f} %, {ci}; {test}).{caveat}"
         )
     verb = "cut" if pct < 0 else "raised" if pct > 0 else "did not change"
     by = f" by {abs(pct):.2f} %" if pct != 0 else ""
     if pct > 100:
         by += f" ({1 + pct / 100:.2f}x)"
     test = f"{fmt_p(c.p_mannwhitney_holm)}, significant"
-    return f"{prefix}{where}: {x} {verb} {mi.label}{by} ({ci}; {test}) against {y}."
+    return f"{prefix}{where}: {x} {verb} {mi.label}{by} ({ci}; {test}) against {y}.{caveat}"

@@ -20,6 +20,7 @@ from gcbench.report.metrics import (
     table_metrics,
 )
 from gcbench.stability import TWIN_FLAG
+from gcbench.validate import CONTENTION_PREFIX
 
 
 def _level_key(v: Any) -> tuple:
@@ -56,6 +57,9 @@ class Group:
             unavailable, host-to-host copy of pageable memory`` (from its trials'
             ``settings_not_in_effect``; "(in 2 of 3 trials)" when not all); empty when
             every requested setting ran as asked.
+        n_contended: valid trials flagged for CPU contention (other processes took more
+            than the plan's ``validation.cpu_contention_flag_share`` of their CPUs; they stay
+            in the statistics unless the plan sets ``cpu_contention_invalid_share``).
         work_unit: the unit of work its trials counted when it is a user's own (a plan's
             ``unit: requests``; the text metric ``unit``) and all name the same one, else
             None; J/unit and units/s are written in it (:func:`gcbench.report.metrics.info`).
@@ -82,6 +86,7 @@ class Group:
     inconclusive_reason: str | None = None
     not_in_effect: dict[str, str] = field(default_factory=dict)
     work_unit: str | None = None
+    n_contended: int = 0
     _used: pd.DataFrame | None = field(default=None, repr=False)
 
     def known(self, metric: str) -> np.ndarray:
@@ -262,6 +267,7 @@ def build_groups(df: pd.DataFrame, settings: ReportSettings) -> list[Group]:
             g.trial_ids = [str(t) for t in used["trial_id"]]
             g.not_in_effect = group_not_in_effect(gdf)
             g.work_unit = work_unit(wdf)
+            g.n_contended = int(sum(any(str(f).startswith(CONTENTION_PREFIX) for f in fl) for fl in used["flags"]))
             g._used = used
             for m in metrics:
                 summarise_metric(g, m, settings)

@@ -303,9 +303,19 @@ def contention_statement(df: pd.DataFrame, plan: dict | None) -> str:
         return int(sum(any(str(x).startswith(CONTENTION_PREFIX) for x in items) for items in df[col]))
 
     shares = pd.to_numeric(df.get("cpu_contention_share", pd.Series(dtype=float)), errors="coerce").dropna()
+    other_cols = [c for c in df.columns if str(c).endswith("_cpu_contention_share") and c != "cpu_contention_share"]
+    others = (
+        pd.to_numeric(pd.concat([df[c] for c in other_cols]), errors="coerce").dropna() if other_cols else pd.Series()
+    )
     seen = (
-        f"others' share was {100 * float(shares.median()):.1f} % in the median trial and "
+        f"in the main window others' share was {100 * float(shares.median()):.1f} % in the median trial and "
         f"{100 * float(shares.max()):.1f} % at most, over {len(shares)} trials measured"
+        + (
+            f" (in the other windows, {', '.join(sorted(str(c).removesuffix('_cpu_contention_share') for c in other_cols))}: "
+            f"{100 * float(others.max()):.1f} % at most)"
+            if len(others)
+            else ""
+        )
         if len(shares)
         else "no trial recorded its contention"
     )

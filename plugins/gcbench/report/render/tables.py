@@ -252,6 +252,9 @@ def workload_table(a: Analysis, workload: str, kind: str, groups: list[Group]) -
                 else ""
             ),
         )
+    contended = [g for g in groups if g.n_contended]
+    if contended:
+        notes.insert(0, contention_note(contended))
     empty = [g for g in groups if g.n_trials and not g.n_valid]
     if empty:
         names = ", ".join(f"{g.variant} (0 valid of {g.n_trials})" for g in empty)
@@ -305,6 +308,19 @@ def not_in_effect_mark(g: Group, key: str) -> str:
     """The short mark of a group's setting not in effect: ``memory=pinned not in effect``."""
     value = g.factors.get(key)
     return f"{key}={value} not in effect" if key in g.factors else f"{key} not in effect"
+
+
+def contention_note(contended: list[Group]) -> str:
+    """The sentence under a groups table naming the groups whose valid trials include
+    windows flagged for CPU contention: their figures include the time other processes
+    took on the trials' CPUs (kept in the statistics: the plan only flags contention)."""
+    which = ", ".join(f"{g.variant} ({g.n_contended} of {g.n_valid})" for g in contended)
+    return (
+        f"CPU contention: valid trials flagged because other processes used their CPUs, kept in these "
+        f"figures: {which}. Their times and energies include that wait, so a difference between these "
+        f"groups may be the host's, not the workload's; the trials table names each share. A plan's "
+        f"validation.cpu_contention_invalid_share excludes such windows (docs/measurement.md)."
+    )
 
 
 def comparison_unit(c: stats.Comparison, work_unit: str | None = None) -> Unit:

@@ -12,6 +12,7 @@ from gcbench.report.analysis.utilization import (
     describe_busy_method,
     starved_groups,
 )
+from gcbench.report.metrics import info, kind_metrics
 from gcbench.report.scale import Unit
 
 PERCENT = Unit("%", 0.01)
@@ -31,12 +32,19 @@ def busy_note(groups: list[Group]) -> str | None:
     found, and which groups' GPUs waited more than they worked; None without a value."""
     if not has_busy(groups):
         return None
-    how = "; ".join(f"{m}: {describe_busy_method(m)}" for m in busy_methods(groups)) or "method not recorded"
+    methods = busy_methods(groups)
+    how = "; ".join(f"{m}: {describe_busy_method(m)}" for m in methods) or "method not recorded"
+    per = info(kind_metrics(groups[0].kind)[0], groups[0].work_unit).label  # the kind's primary figure
     text = (
         "GPU busy share = the share of the measured window in which the GPU ran work, "
-        f"idle share = 1 - busy (median over the valid trials; {how}). A J/token that comes "
+        f"idle share = 1 - busy (median over the valid trials; {how}). A {per} that comes "
         "with a large idle share is the energy of a GPU waiting for its input, not of its work."
     )
+    if "simulated-trial-busy-time" in methods:
+        text += (
+            " On the simulated device the work runs on the CPU, so CPU contention lengthens it and raises "
+            "the busy share: compare busy shares only between groups without contention flags."
+        )
     starved = starved_groups(groups)
     if starved:
         text += f" Idle more than {STARVED_IDLE_SHARE:.0%} of the window: {', '.join(starved)}."
