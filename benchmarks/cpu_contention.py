@@ -1,6 +1,6 @@
 """Spread of TinyLM's torch path on a quiet host and beside a planted CPU hog.
 
-    python benchmarks/cpu_contention.py [--repetitions 5] [--hogs 1] [--path torch] [--quiet-factor 2]
+    python benchmarks/cpu_contention.py [--repetitions 5] [--hogs 1] [--path torch ...] [--quiet-factor 2]
 
 Runs the smoke plan's ``tinylm-infer`` variant(s) (``plans/smoke.yaml``) through the local
 runner, ``--repetitions`` trials each, twice: as the host is, then with ``--hogs``
@@ -9,8 +9,11 @@ itself, :func:`gcbench.energy.cpuset.plan_cpus`). Prints per condition the token
 main window (min, max, max/min), the CPU-contention share the trial measured, and how many
 windows the contention rule (:func:`gcbench.validate.contention_findings`, the plan's
 thresholds) and the stability rule flagged or invalidated. The quiet spread is compared
-with ``--quiet-factor``; a hogged window should never be silently valid. Not a test:
-the figures depend on the machine and on whatever else it runs.
+with ``--quiet-factor`` only when the quiet set was quiet (its median contention share at
+most the plan's flag threshold; else it says the host was busy and judges nothing); a
+hogged window should never be silently valid. Paths: every path of the smoke plan
+(``--path`` to choose). Not a test: the figures depend on the machine and on whatever
+else it runs.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def run_condition(specs, plan, out: Path, hogs: int) -> list[dict]:
                 "threads": (result["cpus"].get("torch_threads_in_effect") or {}).get("torch_intra_op"),
                 "flagged": bool(flags) and not reasons,
                 "invalid": bool(reasons),
-                "why": (reasons or flags or [""])[0][:110],
+                "why": "; ".join(reasons or flags),
             }
         )
     return rows
@@ -74,13 +77,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--hogs", type=int, default=1)
-    parser.add_argument("--path", action="append", help="TinyLM path(s); default torch")
+    parser.add_argument("--path", action="append", help="TinyLM path(s); default every path of the smoke plan")
     parser.add_argument(
         "--quiet-factor", type=float, default=2.0, help="the stated max/min of the quiet runs (docs/measurement.md)"
     )
     args = parser.parse_args()
-    paths = args.path or ["torch"]
     plan = load_plan(ROOT / "plans" / "smoke.yaml")
+    paths = args.path or list(
+        dict.fromkeys(str(s.factors["path"]) for s in expand(plan) if s.workload == "tinylm-infer")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("GCBENCH_HOME", str(Path(tmp) / "home"))
         os.environ["GCBENCH_HOST_SHARE_DIR"] = str(Path(tmp) / "host-share")
@@ -118,10 +123,19 @@ def main() -> int:
                 )
                 details.extend((path, label, r) for r in rows)
                 if hogs == 0:
-                    verdicts.append(
-                        f"{path} quiet: {ratio:.2f}x apart (stated factor {args.quiet_factor:g}x): "
-                        + ("within" if ratio <= args.quiet_factor else "NOT within")
-                    )
+                    busy = statistics.median(shares) if shares else None
+                    if busy is not None and busy > plan.validation.cpu_contention_flag_share:
+                        verdicts.append(
+                            f"{path} quiet: not judged: the host was not quiet (other processes took "
+                            f"{busy:.1%} of the trial's CPUs in the median window, above the "
+                            f"{plan.validation.cpu_contention_flag_share:.0%} flag threshold); "
+                            f"{ratio:.2f}x apart. Rerun on a quiet host."
+                        )
+                    else:
+                        verdicts.append(
+                            f"{path} quiet: {ratio:.2f}x apart (stated factor {args.quiet_factor:g}x): "
+                            + ("within" if ratio <= args.quiet_factor else "NOT within")
+                        )
                 else:
                     silent = sum(not (r["flagged"] or r["invalid"]) for r in rows)
                     verdicts.append(f"{path} hogged: {silent} of {len(rows)} windows silently valid")
