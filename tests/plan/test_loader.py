@@ -51,7 +51,13 @@ def test_wrong_type_names_line(tmp_path):
 
 def test_out_of_range_value(tmp_path):
     err = error_of(GOOD.replace("repetitions: 2", "repetitions: 0"), tmp_path)
-    assert (err.line, err.field) == (2, "repetitions") and "greater than or equal to 1" in err.message
+    assert (err.line, err.field) == (2, "repetitions") and err.message.endswith("greater than or equal to 1, got 0")
+
+
+def test_a_bound_names_the_value_given(tmp_path):
+    err = error_of(GOOD + "validation: {cpu_contention_invalid_share: 2}\n", tmp_path)
+    assert err.field == "validation.cpu_contention_invalid_share"
+    assert err.message == "Input should be less than or equal to 1, got 2"
 
 
 def test_duplicate_workload_names(tmp_path):
@@ -129,7 +135,7 @@ def test_cli_validate_exit_codes(tmp_path, capsys):
         [sys.executable, "-m", "gcbench.cli", "plan", "validate", str(bad)], capture_output=True, text=True
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: {bad}:2: repetitions: Input should be greater than or equal to 1"
+    assert proc.stderr.strip() == f"error: {bad}:2: repetitions: Input should be greater than or equal to 1, got -1"
     assert "Traceback" not in proc.stderr
 
 

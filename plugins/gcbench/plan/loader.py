@@ -323,6 +323,10 @@ def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[PathKey, 
     return data, lines
 
 
+BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "multiple_of"})
+"""pydantic error types whose message states the bound but not the value the plan gave."""
+
+
 def _first_error(exc: ValidationError) -> tuple[PathKey, str]:
     err = exc.errors(include_url=False)[0]
     raw = err["loc"]
@@ -339,6 +343,8 @@ def _first_error(exc: ValidationError) -> tuple[PathKey, str]:
         msg = "unknown field"
     if err["type"] == "literal_error" or err["type"].endswith("_type") or err["type"].endswith("_parsing"):
         msg = f"{msg} (got {err.get('input')!r}){yaml11_hint(err.get('input'))}"
+    elif err["type"] in BOUND_ERRORS:  # "Input should be less than or equal to 1": say what was given
+        msg = f"{msg}, got {err.get('input')!r}"
     return loc, msg
 
 
