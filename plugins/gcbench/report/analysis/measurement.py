@@ -271,7 +271,7 @@ def cross_check_statement(df: pd.DataFrame, plan: dict | None) -> str:
 
 def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
     """The throughput-stability rules with the thresholds this run used, and their outcome."""
-    from gcbench.stability import SEGMENT_MIN_S
+    from gcbench.stability import SEGMENT_MIN_S, TYPICAL_PERCENTILE
 
     v = _plan_validation(plan)
 
@@ -282,8 +282,9 @@ def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
         f"Each trial records its progress inside the measured window (steps finished and when). The window "
         f"is cut into equal segments of at least {SEGMENT_MIN_S:g} s: it is flagged when one half ran more "
         f"than {v.stability_drift_flag_ratio:g}x faster than the other or a segment ran more than "
-        f"{v.stability_stall_flag_ratio:g}x slower than the median segment, and invalid when the halves are "
-        f"more than {v.stability_drift_invalid_ratio:g}x apart or slow segments lost more than "
+        f"{v.stability_stall_flag_ratio:g}x slower than the window's typical throughput (the "
+        f"{TYPICAL_PERCENTILE:g}th percentile of its segments'), and invalid when the halves are "
+        f"more than {v.stability_drift_invalid_ratio:g}x apart or segments slower than typical lost more than "
         f"{v.stability_stall_invalid_rel * 100:g} % of the window; with fewer than {v.stability_min_steps} "
         f"steps it is flagged as not judged. In a group of two valid repetitions, throughputs more than "
         f"{v.twin_max_ratio:g}x apart flag both and make the group inconclusive (from three repetitions on, "
