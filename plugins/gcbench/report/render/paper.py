@@ -474,6 +474,12 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
             values.append(cell)
             return _cell(cell)
 
+        def busy_share(g: Group) -> str:
+            # the busy share of that other work is withheld like its other figures
+            if "memory" in g.not_in_effect:
+                return f"{g.factors['memory']} not in effect"
+            return busy_cells(g)[0]
+
         rows.append(
             [
                 ctx,
@@ -485,7 +491,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
                 value(q, "gpu_j_per_gb", uj),
                 (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",)) if "gpu_j_per_gb" in p.values else DASH),
             ]
-            + ([busy_cells(p)[0], busy_cells(q)[0]] if busy else [])
+            + ([busy_share(p), busy_share(q)] if busy else [])
         )
     notes = [
         f"{cells_note(conf, values)} "
