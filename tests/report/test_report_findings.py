@@ -1,8 +1,50 @@
-"""What the report says about validity: the throughput-stability rule as the code judges it."""
+"""What the report says about validity: the throughput-stability rule as the code judges
+it, and each trial's reasons and flags told apart in the all-trials table. Data:
+SYNTHETIC (tests/report/synthetic.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
+from synthetic import make_report_data
+
+from gcbench.report import write_report
+from gcbench.report.analysis import ReportSettings
+
+FAST = dict(n_resamples=300)  # few resamples: the texts, not the statistics, are under test
+
+UNSTABLE = (
+    "unstable window: its slowest 10% of the window ran 9.0x slower than its typical throughput, "
+    "60 % of the window lost (invalid above 50 % lost)"
+)
+
+
+def _contention(share: float) -> str:
+    return (
+        f"CPU contention: other processes used {share:.1f} % of the trial's 2 CPU(s) (0-1) during the window "
+        f"(0.96 of 2.00 core-s); flagged above 5 %"
+    )
+
+
+def _report(tmp_path):
+    """tinylm with 5 repetitions: five valid trials flagged for contention, each with its own
+    share; the first trial invalid (unstable) and flagged as well; one trial throttled on
+    two GPUs (one rule, two texts, counted once)."""
+    data = make_report_data(kinds=("tinylm",), n_rep=5)
+    t = data.trials
+    valid = list(t.index[t["status"].eq("ok") & t["valid"].eq(True)])
+    flags = {i: [_contention(40.0 + k)] for k, i in enumerate(valid[:5])}
+    flags[valid[5]] = [
+        "gpu0: throttled during the window (thermal (HW))",
+        "gpu1: throttled during the window (power cap (SW))",
+    ]
+    flags[t.index[0]] = [_contention(48.1)]
+    for i, f in flags.items():
+        t.at[i, "flags"] = f
+    t.at[t.index[0], "reasons"] = [UNSTABLE]
+    paths = write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, **FAST))
+    return data, paths
 
 
 def test_stability_statement_compares_with_the_typical_segment_as_the_rule_does():
@@ -24,3 +66,23 @@ def test_stability_statement_compares_with_the_typical_segment_as_the_rule_does(
     for doc in (ValidationSettings.__doc__, window_finding.__doc__):
         assert doc is not None and "than the median" not in doc and "slower-than-median" not in doc
     assert "90th" in (ValidationSettings.__doc__ or "")
+
+
+def test_all_trials_table_tells_reasons_from_flags(tmp_path):
+    data, paths = _report(tmp_path)
+    t = data.trials
+    first, flagged = t.loc[0, "trial_id"], t.loc[t.index[1], "trial_id"]
+    md = paths.markdown.read_text(encoding="utf-8")
+    table = md.split("## All trials")[1].split("## ")[0]
+    rows = {line.split(" | ")[0].removeprefix("| `").removesuffix("`"): line for line in table.splitlines()}
+    assert rows[first].endswith(f"| invalid: {UNSTABLE} · flagged: {_contention(48.1)} |")
+    flagged_row = next(r for i, r in rows.items() if i != first and "flagged:" in r)
+    assert re.search(r"\| flagged: CPU contention: other processes used 4\d\.0 % .* \|$", flagged_row)
+    plain = [r for r in rows.values() if r.startswith("| `") and "nvml-counter-edge-corrected |" in r]
+    assert any(r.endswith("nvml-counter-edge-corrected |  |") for r in plain)  # nothing found: an empty cell
+    assert not any(re.search(r"\|  [^|\s]", r) for r in plain)  # no cell starts with a space before its text
+    html = paths.html.read_text(encoding="utf-8")
+    trials = html.split('<section id="trials">')[1].split("</section>")[0]
+    assert f"<td>invalid: {UNSTABLE}<br>flagged: {_contention(48.1)}</td></tr>".replace("'", "&#39;") in trials
+    assert "<td> " not in trials and flagged in trials
+    assert "<td>error: CUDA error: out of memory" in trials
