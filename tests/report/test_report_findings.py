@@ -1,6 +1,6 @@
 """What the report says about validity: the throughput-stability rule as the code judges
-it, and each trial's reasons and flags told apart in the all-trials table. Data:
-SYNTHETIC (tests/report/synthetic.py)."""
+it, the reasons and flags counted by rule (not by text), and each trial's reasons and
+flags told apart in the all-trials table. Data: SYNTHETIC (tests/report/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,28 @@ def test_stability_statement_compares_with_the_typical_segment_as_the_rule_does(
     for doc in (ValidationSettings.__doc__, window_finding.__doc__):
         assert doc is not None and "than the median" not in doc and "slower-than-median" not in doc
     assert "90th" in (ValidationSettings.__doc__ or "")
+
+
+def test_reasons_and_flags_are_counted_by_rule_with_one_example(tmp_path):
+    _, paths = _report(tmp_path)
+    md = paths.markdown.read_text(encoding="utf-8")
+    validity = md.split("### Validity")[1].split("## Excluded trials")[0]
+    assert "| reason (invalid trials) | trials | example |" in validity
+    assert f"| unstable window | 1 | `{UNSTABLE}` |" in validity
+    assert "| flag (kept, not invalidating) | trials | example |" in validity
+    # six trials, six texts, one rule: one row, its example the first trial's
+    assert f"| CPU contention | 6 | `{_contention(48.1)}` (1 of 6 texts) |" in validity
+    assert validity.count("CPU contention: other processes") == 1
+    # one trial throttled on two GPUs: one trial, two texts
+    assert (
+        "| throttled during the window | 1 | `gpu0: throttled during the window (thermal (HW))` (1 of 2 texts) |"
+        in (validity)
+    )
+    html = paths.html.read_text(encoding="utf-8")
+    sec = html.split('<section id="measurement">')[1].split("</section>")[0]
+    assert "<tr><th>flag (kept, not invalidating)</th><th>trials</th><th>example</th></tr>" in sec
+    assert re.search(r"<tr><td>CPU contention</td><td class=\"num\">6</td><td><code>CPU contention: other", sec)
+    assert sec.count("CPU contention: other processes") == 1
 
 
 def test_all_trials_table_tells_reasons_from_flags(tmp_path):
