@@ -298,3 +298,35 @@ def test_node_figure_below_its_gpu_and_cpu_parts_is_flagged_and_unknown_node_ene
     r["energy"]["main"].update(node={"device": "node", "energy_j": None, "reason": "too few BMC readings: x"})
     v = check_trial(r, "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
     assert v.valid and v.flags == ["node energy unknown: too few BMC readings: x"]
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        (
+            "CPU contention: other processes used 48.1 % of the trial's 2 CPU(s) (0-1) during the window "
+            "(0.96 of 2.00 core-s); flagged above 5 %",
+            "CPU contention",
+        ),
+        ("CPU contention unknown in window prefill: not measured", "CPU contention unknown in window prefill"),
+        ("unstable window: its slowest 10% of the window ran 9.0x slower", "unstable window"),
+        ("outlier: j_per_token more than 3 scaled MADs from the group median", "outlier"),
+        ("twins disagree: the two valid repetitions ran at 70 and 1 steps/s", "twins disagree"),
+        ("gpu1: throttled during the window (thermal (HW))", "throttled during the window"),
+        (
+            "gpu0: gap of 0.812 s between samples in the window (limit 5 periods = 0.500 s)",
+            "gap of … s between samples in the window",
+        ),
+        (
+            "window prefill: gpu0: counter and integrated power disagree by +12.00 % (limit 10 %)",
+            "counter and integrated power disagree by … %",
+        ),
+        ("trial failed (exit status 1): RuntimeError: boom", "trial failed"),
+        ("energy counter decreased inside the window", "energy counter decreased inside the window"),
+        ("window_too_short", "window_too_short"),
+    ],
+)
+def test_finding_rule_is_the_rule_words_without_scope_or_values(text, rule):
+    from gcbench.validate import finding_rule
+
+    assert finding_rule(text) == rule

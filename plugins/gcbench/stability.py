@@ -228,10 +228,11 @@ def window_finding(stab: dict | None, settings) -> tuple[str, str | None]:
         (tier, sentence): ``ok``, ``flag``, ``invalid`` or ``unchecked``, with the
         measured values in the sentence (None for ``ok``). Invalid: one half of the
         window ran more than ``stability_drift_invalid_ratio`` times faster than the
-        other, or slower-than-median segments lost more than
-        ``stability_stall_invalid_rel`` of the window. Flagged: the halves differ by
-        more than ``stability_drift_flag_ratio`` x, or a segment ran more than
-        ``stability_stall_flag_ratio`` x slower than the median.
+        other, or segments slower than the typical throughput (:data:`TYPICAL_PERCENTILE`
+        th percentile of the segments') lost more than ``stability_stall_invalid_rel`` of
+        the window. Flagged: the halves differ by more than ``stability_drift_flag_ratio``
+        x, or a segment ran more than ``stability_stall_flag_ratio`` x slower than the
+        typical throughput.
     """
     if stab is None:
         return "unchecked", "throughput stability not checked: the workload recorded no progress in its window"

@@ -30,6 +30,7 @@ partial samples.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,6 +284,34 @@ def named_window_findings(
 
 CONTENTION_PREFIX = "CPU contention"
 """How the contention rule's sentences begin (counted by the report's measurement section)."""
+
+_SCOPE = re.compile(r"^(?:gpu\d*|cpu\d*|window \S+): ")
+"""The scope a finding may begin with: the device (``gpu0: ``) or named window it is about."""
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d.,]*(?![\w-])")
+
+
+def finding_rule(text: str) -> str:
+    """The rule a reason or flag sentence comes from, to count findings by rule.
+
+    Every sentence here begins with its rule's words and puts the measured values after
+    them: ``CPU contention: other processes used 48.1 % ...``, ``unstable window: ...``,
+    ``outlier: ...``, ``gpu0: throttled during the window (thermal (HW))``. The rule is
+    the text before the first ``:``, ``(`` or ``[``, without the device or window it
+    names first and with any number left in it as an ellipsis (``gap of … s between
+    samples in the window``).
+
+    Args:
+        text: a reason or flag as stored (``trials.reasons``, ``trials.flags``).
+
+    Returns:
+        The rule's words (the text itself, stripped, when it holds none of the above).
+    """
+    rest = text.strip()
+    while _SCOPE.match(rest):
+        rest = _SCOPE.sub("", rest, count=1)
+    head = re.split(r"[:(\[]", rest, maxsplit=1)[0]
+    return _NUMBER.sub("…", head).strip(" ,;") or text.strip()
 
 
 def contention_findings(

@@ -210,3 +210,20 @@ def test_context_of_other_comparisons_says_what_did_not_run(factor):
     rows = [r for r in a.comparisons if r.factor == "size_mib" and "pinned" in r.context]
     assert rows and all(r.context == "memory=pinned (not in effect)" and not r.not_compared for r in rows)
     assert np.isfinite([r.result.pct_change for r in rows]).all()
+
+
+def test_paper_h2d_table_withholds_the_busy_share_of_a_side_not_in_effect():
+    """The busy share of copies that were not pinned is no "GPU busy share pinned" figure:
+    withheld like that side's bandwidth and J/GB; the side in effect keeps its share."""
+    data = h2d_without_cuda()
+    t = data.trials
+    t["gpu_busy_share"] = [0.9967 if f["memory"] == "pinned" else 0.42 for f in t["factors"]]
+    t["gpu_idle_share"] = 1 - t["gpu_busy_share"]
+    t["gpu_busy_method"] = "simulated-trial-busy-time"
+    h2d = next(p for p in paper_tables(_analyze(data)) if p.key == "regime-h2d")
+    i_pinned = h2d.columns.index("GPU busy share pinned (%)")
+    i_pageable = h2d.columns.index("GPU busy share pageable (%)")
+    assert h2d.rows and all(r[i_pinned] == "pinned not in effect" for r in h2d.rows)
+    assert all(r[i_pageable] == "42.00" for r in h2d.rows)
+    md = to_markdown([h2d], _analyze(data))
+    assert "99.67" not in md

@@ -315,3 +315,44 @@ def test_no_headline_says_which_changes_have_no_estimate_at_all(tmp_path):
     heads = md.split("## Headlines")[1].split("## Groups")[0]
     assert f"{len(left_out)} have no estimate at all (a side has no valid trial)" in heads
     assert "point estimate" not in heads
+
+
+def test_cells_note_counts_medians_without_a_ci_as_medians():
+    """Groups of 3 and 5 valid trials show a median without brackets (no CI below 6 trials);
+    the note must not say that no group has the trials a median needs (it read the brackets)."""
+    data = make_report_data(kinds=("tinylm", "h2d"), n_rep=5, failures=False)
+    t = data.trials
+    # tinylm-infer: torch 3 valid, external-go 5, external-rust 3, and train's torch 2 (trials' values)
+    for variant, n_invalid in (
+        ("tinylm-infer[mode=infer,path=torch]", 2),
+        ("tinylm-infer[mode=infer,path=external-rust]", 2),
+        ("tinylm-train[mode=train,path=torch]", 3),
+    ):
+        rows = t.index[t["variant"] == variant][:n_invalid]
+        t.loc[rows, "valid"] = False
+        t.loc[rows, "reasons"] = pd.Series([["unstable window: ..."]] * len(rows), index=rows)
+    a = analyze(data, FAST)
+    jt, h2d = paper_tables(a)
+    infer = {r["path"]: r for r in _rows(jt) if r["regime"] == "infer"}
+    assert [infer[p]["n"] for p in ("torch", "external-go", "external-rust")] == ["3", "5", "3"]
+    assert all(
+        "[" not in r["GPU J/token (mJ/token)"] and not r["GPU J/token (mJ/token)"].startswith("trials:")
+        for r in infer.values()
+    )
+    assert jt.notes[0].startswith(
+        'Cells: median over valid trials (no CI: no group here has the 6 valid trials a CI needs), or "trials: a, b": '
+        "each valid trial's value, where a group has fewer than 3 valid trials (no median, no CI)."
+    )
+    assert "no group here has the 3 valid trials a median needs" not in jt.notes[0]
+    # 5 valid trials in each h2d group: medians, none with a CI
+    assert h2d.notes[0].startswith("Cells: median over valid trials (no CI: no group here has the 6 valid trials")
+    # 6 trials in some groups and 3 in others: medians, some with a CI
+    data = make_report_data(kinds=("tinylm",), n_rep=6, failures=False)
+    t = data.trials
+    rows = t.index[t["variant"] == "tinylm-infer[mode=infer,path=torch]"][:3]
+    t.loc[rows, "valid"] = False
+    t.loc[rows, "reasons"] = pd.Series([["unstable window: ..."]] * 3, index=rows)
+    (jt,) = paper_tables(analyze(data, FAST))
+    assert jt.notes[0].startswith(
+        "Cells: median [95 % CI] over valid trials (median alone, no CI, below 6 valid trials)."
+    )

@@ -161,9 +161,11 @@ class ValidationSettings(_Strict):
             window running more than this many times faster than the other flags /
             invalidates the trial.
         stability_stall_flag_ratio: a segment (>= 0.5 s) of the window running more
-            than this many times slower than the median segment flags the trial.
-        stability_stall_invalid_rel: segments slower than the median losing more than
-            this share of the window invalidates it.
+            than this many times slower than the window's typical throughput (the 90th
+            percentile of its segments', gcbench.stability.TYPICAL_PERCENTILE) flags the
+            trial.
+        stability_stall_invalid_rel: segments slower than the typical throughput losing
+            more than this share of the window invalidates it.
         twin_max_ratio: in a group of exactly two valid repetitions, throughputs (steps
             per second of the window) differing by more than this factor flag both and
             make the group inconclusive (with two values nobody can tell which is

@@ -271,7 +271,7 @@ def cross_check_statement(df: pd.DataFrame, plan: dict | None) -> str:
 
 def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
     """The throughput-stability rules with the thresholds this run used, and their outcome."""
-    from gcbench.stability import SEGMENT_MIN_S
+    from gcbench.stability import SEGMENT_MIN_S, TYPICAL_PERCENTILE
 
     v = _plan_validation(plan)
 
@@ -282,8 +282,9 @@ def stability_statement(df: pd.DataFrame, plan: dict | None) -> str:
         f"Each trial records its progress inside the measured window (steps finished and when). The window "
         f"is cut into equal segments of at least {SEGMENT_MIN_S:g} s: it is flagged when one half ran more "
         f"than {v.stability_drift_flag_ratio:g}x faster than the other or a segment ran more than "
-        f"{v.stability_stall_flag_ratio:g}x slower than the median segment, and invalid when the halves are "
-        f"more than {v.stability_drift_invalid_ratio:g}x apart or slow segments lost more than "
+        f"{v.stability_stall_flag_ratio:g}x slower than the window's typical throughput (the "
+        f"{TYPICAL_PERCENTILE:g}th percentile of its segments'), and invalid when the halves are "
+        f"more than {v.stability_drift_invalid_ratio:g}x apart or segments slower than typical lost more than "
         f"{v.stability_stall_invalid_rel * 100:g} % of the window; with fewer than {v.stability_min_steps} "
         f"steps it is flagged as not judged. In a group of two valid repetitions, throughputs more than "
         f"{v.twin_max_ratio:g}x apart flag both and make the group inconclusive (from three repetitions on, "
@@ -350,8 +351,8 @@ class Measurement:
         simulated_trials: count of trials with simulated figures.
         counts: status/validity counts (total, ok, failed, skipped, valid, invalid,
             unvalidated).
-        reasons: (reason, count) of invalid trials, most frequent first.
-        flags: (flag, count) of findings that did not invalidate.
+        reasons: the invalid trials' reasons counted by rule, most trials first.
+        flags: the findings that did not invalidate, counted by rule, most trials first.
         energy_basis: what CO2e is computed from.
         example_trial: trial id of the power plot and the first probe, or None.
         configured_hz: the plan's power sampling rate, Hz, or None.
@@ -367,8 +368,8 @@ class Measurement:
     probes: list[Probe]
     simulated_trials: int
     counts: dict[str, int]
-    reasons: list[tuple[str, int]]
-    flags: list[tuple[str, int]]
+    reasons: list[FindingCount]
+    flags: list[FindingCount]
     energy_basis: str
     example_trial: str | None = None
     configured_hz: float | None = None
@@ -379,12 +380,43 @@ class Measurement:
     contention: str = ""
 
 
-def _count_items(lists: Iterable[list[str]]) -> list[tuple[str, int]]:
-    counts: dict[str, int] = {}
+@dataclass
+class FindingCount:
+    """The trials one validation rule invalidated or flagged.
+
+    Attributes:
+        rule: the rule's words (:func:`gcbench.validate.finding_rule`), e.g. ``CPU contention``.
+        trials: how many trials it hit (a trial hit on two devices counts once).
+        example: one of its sentences as stored (the first trial's first).
+        texts: how many different sentences it wrote (their values differ).
+    """
+
+    rule: str
+    trials: int
+    example: str
+    texts: int
+
+
+def count_findings(lists: Iterable[list[str]]) -> list[FindingCount]:
+    """Reasons or flags of trials (one list per trial) counted by rule, most trials first
+    (then by rule); sentences of one rule differ by their measured values, so counting
+    texts would give each its own count of 1."""
+    from gcbench.validate import finding_rule
+
+    trials: dict[str, int] = {}
+    example: dict[str, str] = {}
+    texts: dict[str, set[str]] = {}
     for lst in lists:
+        for rule in dict.fromkeys(finding_rule(item) for item in lst):
+            trials[rule] = trials.get(rule, 0) + 1
         for item in lst:
-            counts[item] = counts.get(item, 0) + 1
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            rule = finding_rule(item)
+            example.setdefault(rule, item)
+            texts.setdefault(rule, set()).add(item)
+    return [
+        FindingCount(rule, n, example[rule], len(texts[rule]))
+        for rule, n in sorted(trials.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
 
 
 def configured_sample_hz(df: pd.DataFrame, plan: dict) -> float | None:
@@ -475,8 +507,8 @@ def build_measurement(
         probes=probes,
         simulated_trials=int(df["simulated"].sum()),
         counts=counts,
-        reasons=_count_items(invalid["reasons"]),
-        flags=_count_items(df["flags"]),
+        reasons=count_findings(invalid["reasons"]),
+        flags=count_findings(df["flags"]),
         energy_basis=energy_basis,
         example_trial=None if example is None else str(example["trial_id"]),
         configured_hz=hz,

@@ -267,6 +267,12 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             simulated=bool(t["simulated"]),
             reasons="; ".join(t["reasons"]),
             flags="; ".join(t["flags"]),
+            # the all-trials column: what invalidated and what only flagged, told apart
+            findings=[
+                f"{label}: {'; '.join(t[col])}"
+                for label, col in (("invalid", "reasons"), ("flagged", "flags"))
+                if t[col]
+            ],
             error=t["error"] or "",
             ingest_notes=list(t.get("ingest_notes") or []),
             samples_dropped=int(t.get("samples_dropped") or 0),

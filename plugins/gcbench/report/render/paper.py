@@ -38,7 +38,16 @@ from gcbench import kinds, stats
 from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group, not_compared_reason
 from gcbench.report.metrics import RATIOS, info
-from gcbench.report.render.tables import DASH, busy_cells, column_unit, fmt_pct, fmt_pct_ci, pooled_cell, summary_cell
+from gcbench.report.render.tables import (
+    DASH,
+    Cell,
+    busy_cells,
+    column_unit,
+    fmt_pct,
+    fmt_pct_ci,
+    pooled_cell,
+    summary_cell,
+)
 from gcbench.report.render.utilization import BUSY_HEADS, busy_note, has_busy
 
 PURE_PYTORCH = "torch"
@@ -134,19 +143,38 @@ def _ratio(
     return f"{r:.3g}x [{1 + d.pct_ci_low / 100:.3g}x, {1 + d.pct_ci_high / 100:.3g}x]"
 
 
-def cells_note(conf: int, cells: list[str], what: str = "median") -> str:
-    """The sentence saying what a table's value cells hold, from the cells themselves:
-    ``median [95 % CI]``, each trial's value (``trials: a, b``), or both."""
-    has_ci = any(re.search(r"\[[^\]]+\]", c) and not c.startswith("trials:") for c in cells)
-    has_trials = any(c.startswith("trials:") for c in cells)
+def cells_note(conf: int, cells: list[Cell], what: str = "median") -> str:
+    """The sentence saying what a table's value cells hold, from the cells' kind
+    (:attr:`Cell.trials`), not their text: ``median [95 % CI]``, each trial's value
+    (``trials: a, b``), or both; medians shown without a CI (fewer valid trials than the
+    interval needs) are said to be so.
+
+    Args:
+        conf: the confidence level, % (95).
+        cells: the value cells of the table's summary columns (en-dash cells, no value,
+            count for neither kind).
+        what: the summary's name (``median``).
+    """
+    summaries = [c for c in cells if not c.trials and c.main != DASH]
+    has_median = bool(summaries)
+    has_trials = any(c.trials for c in cells)
     trials = (
         f'"trials: a, b": each valid trial\'s value, where a group has fewer than '
         f"{stats.MIN_N_SUMMARY} valid trials (no {what}, no CI)"
     )
-    if has_ci and has_trials:
-        return f"Cells: {what} [{conf} % CI] over valid trials, or {trials}."
+    n_ci = stats.MIN_N_INTERVAL["median"]
+    if not any(c.ci for c in summaries):
+        median = f"{what} over valid trials (no CI: no group here has the {n_ci} valid trials a CI needs)"
+    elif not all(c.ci for c in summaries):
+        median = f"{what} [{conf} % CI] over valid trials ({what} alone, no CI, below {n_ci} valid trials)"
+    else:
+        median = f"{what} [{conf} % CI] over valid trials"
+    if has_median and has_trials:
+        return f"Cells: {median}, or {trials}."
     if has_trials:
         return f"Cells: {trials}; no group here has the {stats.MIN_N_SUMMARY} valid trials a {what} needs."
+    if has_median:
+        return f"Cells: {median}."
     return f"Cells: {what} [{conf} % CI] over valid trials."
 
 
@@ -279,6 +307,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         )
 
     rows = []
+    values: list[Cell] = []  # the summary cells, for the note on what they hold
     missing_ref = []
     changes = []
     for g in sorted(groups, key=key):
@@ -294,14 +323,17 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         else:
             change = _change(a.comparison(g, ref, "j_per_token"), g, ref, ("path",))
             changes.append(change)
+        jt = summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)
+        tp = summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut)
+        values += [jt, tp]
         row = [
             regime(g),
             DASH if path is None else str(path),
             str(g.summaries["j_per_token"].n),
-            _cell(summary_cell(g.summaries["j_per_token"], g.values["j_per_token"], uj)),
+            _cell(jt),
             _cell(pooled_cell(g.pooled.get("j_per_token"), uj)),
             change,
-            _cell(summary_cell(g.summaries.get("tokens_per_s"), g.values.get("tokens_per_s"), ut)),
+            _cell(tp),
         ]
         if ue is not None:
             row.append(_cell(summary_cell(g.summaries.get("e2e_j_per_token"), g.values.get("e2e_j_per_token"), ue)))
@@ -310,7 +342,7 @@ def regime_jtoken(a: Analysis) -> PaperTable | None:
         rows.append(row)
     ref_text = ", ".join(f"path={r}" for r in ref_names) or f"path={PURE_PYTORCH}"
     notes = [
-        f"{cells_note(conf, [r[3] for r in rows] + [r[6] for r in rows])} GPU J/token = GPU "
+        f"{cells_note(conf, values)} GPU J/token = GPU "
         f"energy of the measured window / tokens; the median of the per-trial values over the "
         f"valid trials with its distribution-free order-statistic CI (none below "
         f"{stats.MIN_N_INTERVAL['median']} trials); pooled = {RATIOS['j_per_token'].formula} over the same "
@@ -427,6 +459,7 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
         cols += [f"{h.removesuffix(' (%)')} {side} (%)" for h in BUSY_HEADS[:1] for side in (tl, bl)]
         sim_cols += [False, False]
     rows = []
+    values: list[Cell] = []  # the summary cells shown, for the note on what they hold
     not_in_effect = []
     for p, q in pairs:
         size = setting(p, "size_bytes")
@@ -437,7 +470,15 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
             # a figure of work other than its column says (pinned asked for, pageable copied)
             if "memory" in g.not_in_effect:
                 return f"{g.factors['memory']} not in effect"
-            return _cell(summary_cell(g.summaries.get(metric), g.values.get(metric), unit))
+            cell = summary_cell(g.summaries.get(metric), g.values.get(metric), unit)
+            values.append(cell)
+            return _cell(cell)
+
+        def busy_share(g: Group) -> str:
+            # the busy share of that other work is withheld like its other figures
+            if "memory" in g.not_in_effect:
+                return f"{g.factors['memory']} not in effect"
+            return busy_cells(g)[0]
 
         rows.append(
             [
@@ -450,10 +491,10 @@ def regime_h2d(a: Analysis) -> PaperTable | None:
                 value(q, "gpu_j_per_gb", uj),
                 (_ratio(a.comparison(p, q, "gpu_j_per_gb"), p, q, ("memory",)) if "gpu_j_per_gb" in p.values else DASH),
             ]
-            + ([busy_cells(p)[0], busy_cells(q)[0]] if busy else [])
+            + ([busy_share(p), busy_share(q)] if busy else [])
         )
     notes = [
-        f"{cells_note(conf, [c for r in rows for c in (r[2], r[3], r[5], r[6])])} "
+        f"{cells_note(conf, values)} "
         + _delta_note(
             [r[4] for r in rows] + [r[7] for r in rows],
             "",
@@ -520,6 +561,7 @@ def multigpu(a: Analysis) -> PaperTable | None:
     sim_cols = [False] * len(lead) + [False, sim, sim, False, False, sim, sim]
     baselines = []
     skipped: list[str] = []
+    values: list[Cell] = []  # the summary cells, for the note on what they hold
     for t in ts:
         if t.energy_metric != em:
             continue
@@ -545,19 +587,24 @@ def multigpu(a: Analysis) -> PaperTable | None:
                 else str(setting(g, k)) + (" (not in effect)" if k in g.not_in_effect else "")
                 for k in factors
             ]
+            cells = [
+                summary_cell(c.energy, g.values.get(em), ue),
+                summary_cell(c.time, g.values.get("duration_s"), ut),
+                summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc),
+            ]
+            values += cells
             row += [
                 str(c.energy.n),
-                _cell(summary_cell(c.energy, g.values.get(em), ue)),
+                _cell(cells[0]),
                 delta(c.d_energy),
-                _cell(summary_cell(c.time, g.values.get("duration_s"), ut)),
+                _cell(cells[1]),
                 delta(c.d_time),
-                _cell(summary_cell(g.summaries.get("co2e_kg"), g.values.get("co2e_kg"), uc)),
+                _cell(cells[2]),
                 delta(d_co2),
             ]
             rows.append(row)
     s = a.settings
     n_lead = len(lead) + 1
-    values = [r[i] for r in rows for i in (n_lead, n_lead + 2, n_lead + 4)]
     deltas = [
         r[i]
         for r in rows
