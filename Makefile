@@ -117,7 +117,9 @@ bench: setup $(BENCH_STAMP)
 # load with its verdict, the sampler's overhead; one page, and the same as JSON in
 # GPU_RESULTS. pydantic comes from the wheels that gpu-wheels downloads here beforehand
 # (PyPI needed; .whl/ is git-ignored and carried to the device). gpu-studies runs short
-# versions of both studies (under 5 minutes) the same way.
+# versions of both studies (under 5 minutes) the same way. Without a CUDA GPU both exit 2
+# and write nothing; the CPU check of the studies' page is
+# `bash scripts/gpu_check.sh /tmp/out studies --dry-run` (docs/studies.md).
 GPU_RESULTS ?= docs/gpu-results
 GPU_PYVER ?= 3.12
 GPU_WHEELS = pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \

@@ -16,26 +16,31 @@ Runs real trials through the same entry point as the pipeline
 Usage (from the repository root)::
 
     python scripts/gpu_check_studies.py [--out DIR] [--tok-go BIN] [--tok-rust BIN]
-                                        [--caps 300 200] [--tiny] [--backend auto]
+                                        [--caps 300 200] [--tiny] [--backend auto] [--dry-run]
 
-External tokenizers are built with ``gcbench.tokenizer.preprocessors.build_local`` unless
+``--out`` defaults to ``.gcbench/gpu-studies`` (made absolute). External tokenizers are
+built there (``tools/``) with ``gcbench.tokenizer.preprocessors.build_local`` unless
 given with ``--tok-go`` / ``--tok-rust``; a path whose tokenizer cannot be built is
-reported and skipped. ``--tiny --backend simulated`` runs the same script in about a
-minute on a CPU-only machine (figures then come from the simulated device and say so).
-Every trial's folder (result.json, samples.csv, trial.log) stays under ``--out``, and
-``summary.json`` there holds the printed figures.
+reported and skipped. Every trial's folder (result.json, samples.csv, trial.log) stays
+under ``--out``, and ``summary.json`` there holds the printed figures (with ``device``
+and ``dry_run``).
 
 Last, the page sets the direction each factor is predicted to move its metric
 (:data:`PREDICTIONS`, reasoned in docs/studies.md) beside the direction this run
 measured: one short run checks a direction, never a size (one trial per variant, no
-interval). ``--dry-run`` is ``--tiny --backend simulated`` on the CPU even where a GPU
-is visible: it checks the page, not the GPU.
+interval). Where a compared setting did not run as asked (result.json's
+``settings_not_in_effect``), the page says so instead of a change.
+
+Without a CUDA GPU it exits with status :data:`EXIT_NO_GPU` and writes nothing: its
+figures are GPU results. ``--dry-run`` is ``--tiny --backend simulated`` on the CPU even
+where a GPU is visible (about a minute): it checks the page, not the GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -47,6 +52,9 @@ sys.path.insert(0, str(ROOT / "plugins"))
 
 from gcbench.carbon import STUDY_INTENSITY, co2e_from_joules  # noqa: E402
 from gcbench.spec import Amount, EnergySettings, TrialSpec  # noqa: E402
+
+EXIT_NO_GPU = 2
+"""Exit status without a CUDA GPU (and no ``--dry-run``), as scripts/gpu_check.py."""
 
 
 def spec(
@@ -111,7 +119,45 @@ def run(s: TrialSpec, out: Path) -> dict:
 
 
 def fmt(x, spec_: str = ".3g") -> str:
+    """``x`` formatted, ``-`` when unknown (None)."""
     return "-" if x is None else format(x, spec_)
+
+
+def table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
+    """A plain-text table whose columns line up whatever the cells hold.
+
+    Args:
+        header, rows: the cells (strings), one list per line, all as long as ``header``.
+        align: one letter per column, ``r`` (right: numbers) or ``l`` (left).
+
+    Returns:
+        The lines: each column as wide as its widest cell, two spaces apart; the last
+        column is not padded (free text: status, reasons).
+    """
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    out = []
+    for line in [header, *rows]:
+        cells = [
+            c if i == len(line) - 1 else c.rjust(w) if a == "r" else c.ljust(w)
+            for i, (c, w, a) in enumerate(zip(line, widths, align, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def status_text(r: dict) -> str:
+    """A row's last column: status, where its energy came from, and the error if any."""
+    return " ".join(str(x) for x in (r["status"], r.get("energy_source"), r.get("error")) if x)
+
+
+def not_in_effect(rows, factor: str) -> str | None:
+    """Why ``factor`` did not run as asked in one of ``rows`` (their result.json's
+    ``settings_not_in_effect``), or None where it did in all."""
+    for r in rows:
+        why = (r.get("not_in_effect") or {}).get(factor)
+        if why:
+            return str(why)
+    return None
 
 
 TIE_REL = 0.03
@@ -307,21 +353,30 @@ def print_directions(rows: list[dict]) -> None:
         "\nPredicted vs measured direction (docs/studies.md; one short run checks a direction, not a size;", flush=True
     )
     print(f"a change within +-{TIE_REL:.0%} is a tie)")
-    print(
-        f"{'study':7} {'factor':12} {'comparison':40} {'metric':16} {'predicted':9} {'measured':>26}  agrees  seed studies"
-    )
+    cells = []
     for r in rows:
         rel = "" if r["rel"] is None else f"{100 * r['rel']:+.1f} % "
         agrees = {True: "yes", False: "NO", None: "-"}[r["agrees"]]
-        print(
-            f"{r['study']:7} {r['factor']:12} {r['comparison']:40} {r['metric']:16} {r['predicted']:9} "
-            f"{rel + r['measured']:>26}  {agrees:6}  {r['seed']}"
+        cells.append(
+            [
+                r["study"],
+                r["factor"],
+                r["comparison"],
+                r["metric"],
+                r["predicted"],
+                rel + r["measured"],
+                agrees,
+                r["seed"],
+            ]
         )
+    header = ["study", "factor", "comparison", "metric", "predicted", "measured", "agrees", "seed studies"]
+    for line in table(header, cells, "lllllrll"):
+        print(line)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / ".gcbench" / "gpu-check")
+    ap.add_argument("--out", type=Path, default=ROOT / ".gcbench" / "gpu-studies")
     ap.add_argument("--tok-go", type=Path)
     ap.add_argument("--tok-rust", type=Path)
     ap.add_argument("--caps", type=float, nargs=2, default=[300.0, 200.0], metavar="W")
@@ -332,14 +387,29 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.dry_run:
         args.tiny, args.backend = True, "simulated"
-    args.out.mkdir(parents=True, exist_ok=True)
+    args.out = args.out.resolve()  # trial settings and tokenizer builds name it from other folders
 
-    import torch
+    try:
+        import torch
+    except ImportError as exc:
+        print(f"gpu-studies: FAILED, torch is not installed ({exc}); run this on a GPU machine", file=sys.stderr)
+        return EXIT_NO_GPU
+    if not args.dry_run and not torch.cuda.is_available():
+        print(
+            f"gpu-studies: FAILED, no GPU to study: no CUDA GPU visible to torch (torch {torch.__version__}, "
+            f"CUDA build {torch.version.cuda}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); "
+            "its figures are GPU results: run it on a GPU machine, or use --dry-run to check the page on the CPU "
+            "(simulated device)",
+            file=sys.stderr,
+        )
+        return EXIT_NO_GPU
+    args.out.mkdir(parents=True, exist_ok=True)
 
     cuda = torch.cuda.is_available() and not args.dry_run
     devices = [0] if cuda else []
+    device = torch.cuda.get_device_name(0) if cuda else "cpu (no CUDA)"
     print(
-        f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu (no CUDA)'}; torch {torch.__version__}"
+        f"device: {device}; torch {torch.__version__}"
         + ("; DRY RUN: tiny settings on the SIMULATED device" if args.dry_run else ""),
         flush=True,
     )
@@ -400,29 +470,36 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 summary["tinylm"].append(r)
         print("\nTinyLM (execution regime)", flush=True)
-        print(
-            f"{'mode':6} {'path':14} {'tokens/s':>10} {'GPU J/token':>12} {'e2e J/token':>12} {'tokenize s':>10} "
-            f"{'GPU busy':>8}  status"
-        )
+        cells = []
         for r in summary["tinylm"]:
             m = r["metrics"]
             _, mode, path = r["variant"].split("-", 2)
             busy = m.get("gpu_busy_share")
-            print(
-                f"{mode:6} {path:14} {fmt(m.get('tokens_per_s'), '10.0f')} {fmt(m.get('gpu_j_per_token'), '12.4g')} "
-                f"{fmt(m.get('e2e_j_per_token'), '12.4g')} {fmt(m.get('tokenize_duration_s'), '10.3f')} "
-                f"{'-' if busy is None else format(100 * busy, '7.1f') + '%'}  "
-                f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}"
+            cells.append(
+                [
+                    mode,
+                    path,
+                    fmt(m.get("tokens_per_s"), ".0f"),
+                    fmt(m.get("gpu_j_per_token"), ".4g"),
+                    fmt(m.get("e2e_j_per_token"), ".4g"),
+                    fmt(m.get("tokenize_duration_s"), ".3f"),
+                    "-" if busy is None else f"{100 * busy:.1f}%",
+                    status_text(r),
+                ]
             )
+        header = ["mode", "path", "tokens/s", "GPU J/token", "e2e J/token", "tokenize s", "GPU busy", "status"]
+        for line in table(header, cells, "llrrrrrl"):
+            print(line)
         for mode in ("infer", "train"):
-            by = {
-                r["variant"].split("-", 2)[2]: r["metrics"].get("gpu_j_per_token")
-                for r in summary["tinylm"]
-                if r["variant"].split("-")[1] == mode
-            }
+            rows = {r["variant"].split("-", 2)[2]: r for r in summary["tinylm"] if r["variant"].split("-")[1] == mode}
             for ext in ("external-go", "external-rust"):
-                if by.get("torch") and by.get(ext):
-                    print(f"  {mode}: torch vs {ext}: GPU J/token {100 * (by['torch'] - by[ext]) / by[ext]:+.2f} %")
+                pair = [rows[k] for k in ("torch", ext) if k in rows]
+                why = not_in_effect(pair, "path")
+                a, b = (rows.get(k, {}).get("metrics", {}).get("gpu_j_per_token") for k in ("torch", ext))
+                if why:
+                    print(f"  {mode}: torch vs {ext}: path not in effect ({why})")
+                elif a and b:
+                    print(f"  {mode}: torch vs {ext}: GPU J/token {100 * (a - b) / b:+.2f} %")
 
     # ---------------------------------------------------------------- H2D copies
     if "h2d" not in args.skip:
@@ -443,22 +520,27 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 summary["h2d"].append(r)
         print("\nHost-to-device copies", flush=True)
-        print(f"{'variant':24} {'GB/s':>8} {'GPU J/GB':>9} {'CPU J/GB':>9}  status")
-        for r in summary["h2d"]:
-            m = r["metrics"]
-            print(
-                f"{r['variant']:24} {fmt(m.get('gb_per_s'), '8.2f')} {fmt(m.get('gpu_j_per_gb'), '9.3f')} "
-                f"{fmt(m.get('cpu_j_per_gb'), '9.3f')}  {r['status']} {m.get('device_kind', '')} "
-                f"{r.get('energy_source') or ''} {r.get('error') or ''}"
-            )
+        cells = [
+            [
+                r["variant"],
+                fmt(r["metrics"].get("gb_per_s"), ".2f"),
+                fmt(r["metrics"].get("gpu_j_per_gb"), ".3f"),
+                fmt(r["metrics"].get("cpu_j_per_gb"), ".3f"),
+                r["metrics"].get("device_kind") or "-",
+                status_text(r),
+            ]
+            for r in summary["h2d"]
+        ]
+        for line in table(["variant", "GB/s", "GPU J/GB", "CPU J/GB", "device", "status"], cells, "lrrrll"):
+            print(line)
         for size in sizes:
-            rows = {
-                r["variant"].split("-")[1]: r["metrics"]
-                for r in summary["h2d"]
-                if r["variant"].endswith(f"{size >> 20}MiB")
-            }
-            p, q = rows.get("pinned", {}), rows.get("pageable", {})
-            if p.get("gb_per_s") and q.get("gb_per_s"):
+            pair = {r["variant"].split("-")[1]: r for r in summary["h2d"] if r["variant"].endswith(f"{size >> 20}MiB")}
+            p, q = (pair.get(k, {}).get("metrics", {}) for k in ("pinned", "pageable"))
+            why = not_in_effect(pair.values(), "memory")
+            if why:
+                # a ratio of two copies that did not run as asked would read as a finding
+                print(f"  {size >> 20} MiB: pinned vs pageable: memory not in effect ({why})")
+            elif p.get("gb_per_s") and q.get("gb_per_s"):
                 line = f"  {size >> 20} MiB: pinned/pageable bandwidth x{p['gb_per_s'] / q['gb_per_s']:.2f}"
                 if p.get("gpu_j_per_gb") and q.get("gpu_j_per_gb"):
                     line += f", GPU J/GB {100 * (p['gpu_j_per_gb'] - q['gpu_j_per_gb']) / q['gpu_j_per_gb']:+.1f} %"
@@ -501,20 +583,34 @@ def main(argv: list[str] | None = None) -> int:
             )
             summary["resnet"].append(r)
         print("\nResNet-50 / CIFAR-10 (fixed budget, 1 GPU)", flush=True)
-        print(f"{'cap':>6} {'time s':>7} {'GPU J':>9} {'samples/s':>9} {'acc':>5} {'gCO2e (0.10-0.30)':>20}  status")
+        cells = []
         for r in summary["resnet"]:
             m = r["metrics"]
             co2 = co2e_from_joules(m.get("total_energy_j") or m.get("gpu_energy_j"), STUDY_INTENSITY)
             co2s = f"{co2.kg_co2e * 1e3:.3f} ({co2.kg_co2e_low * 1e3:.3f}-{co2.kg_co2e_high * 1e3:.3f})" if co2 else "-"
-            print(
-                f"{r['variant'].split('-')[2]:>6} {fmt(m.get('duration_s'), '7.2f')} {fmt(m.get('gpu_energy_j'), '9.1f')} "
-                f"{fmt(m.get('samples_per_s'), '9.0f')} {fmt(m.get('accuracy'), '5.2f')} {co2s:>20}  "
-                f"{r['status']} {r.get('energy_source') or ''} {r.get('error') or ''}"
+            cells.append(
+                [
+                    r["variant"].split("-")[2],
+                    fmt(m.get("duration_s"), ".2f"),
+                    fmt(m.get("gpu_energy_j"), ".1f"),
+                    fmt(m.get("samples_per_s"), ".0f"),
+                    fmt(m.get("accuracy"), ".2f"),
+                    co2s,
+                    status_text(r),
+                ]
             )
+        header = ["cap", "time s", "GPU J", "samples/s", "acc", "gCO2e (0.10-0.30)", "status"]
+        for line in table(header, cells, "rrrrrrl"):
+            print(line)
         ref = summary["resnet"][0]["metrics"]
         for r in summary["resnet"][1:]:
             m = r["metrics"]
-            if ref.get("gpu_energy_j") and m.get("gpu_energy_j") and ref.get("duration_s") and m.get("duration_s"):
+            if r["status"] != "ok":
+                continue  # its reason is in the table
+            why = not_in_effect([summary["resnet"][0], r], "power_cap_w")
+            if why:
+                print(f"  {r['variant']}: power_cap_w not in effect ({why})")
+            elif ref.get("gpu_energy_j") and m.get("gpu_energy_j") and ref.get("duration_s") and m.get("duration_s"):
                 print(
                     f"  {r['variant']}: energy {100 * (m['gpu_energy_j'] - ref['gpu_energy_j']) / ref['gpu_energy_j']:+.1f} %, "
                     f"time {100 * (m['duration_s'] - ref['duration_s']) / ref['duration_s']:+.1f} % vs no cap"
@@ -522,7 +618,10 @@ def main(argv: list[str] | None = None) -> int:
 
     directions = measured_directions(summary)
     print_directions(directions)
-    (args.out / "summary.json").write_text(json.dumps({**summary, "directions": directions}, indent=2, default=str))
+    facts = {"device": device, "dry_run": args.dry_run}
+    (args.out / "summary.json").write_text(
+        json.dumps({**facts, **summary, "directions": directions}, indent=2, default=str)
+    )
     print(f"\ntotal {time.monotonic() - t_start:.0f} s; trials and summary.json under {args.out}", flush=True)
     return 0
 

@@ -201,7 +201,10 @@ def test_gpu_studies_dry_run_prints_predicted_and_measured_directions(tmp_path):
     assert head.split()[:6] == ["study", "factor", "comparison", "metric", "predicted", "measured"]
     lines = [ln for ln in page.splitlines()[3:] if ln.startswith(("regime", "h2d", "caps"))]
     assert len(lines) == 9
-    summary = json.loads((tmp_path / "results" / "gpu-studies-summary.json").read_text())
+    # a dry run's summary is named so: only a GPU run writes gpu-studies-summary.json
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["gpu-studies-dry-run-summary.json"]
+    summary = json.loads((tmp_path / "results" / "gpu-studies-dry-run-summary.json").read_text())
+    assert summary["dry_run"] is True and summary["device"] == "cpu (no CUDA)"
     directions = summary["directions"]
     for line, d in zip(lines, directions, strict=True):
         assert d["predicted"] in line and d["measured"] in line
@@ -218,3 +221,82 @@ def test_gpu_studies_dry_run_prints_predicted_and_measured_directions(tmp_path):
     assert by[("power_cap_w", "lowest cap vs no cap", "gpu_energy_j")]["measured"] == "not run"
     busy = [r["metrics"].get("gpu_busy_share") for r in summary["tinylm"]]
     assert all(b is not None and 0 < b <= 1 for b in busy)
+    # pinned memory did not run as asked: its comparison line says so, with no ratio
+    (h2d_line,) = [ln for ln in out.splitlines() if ln.startswith("  4 MiB: pinned")]
+    assert h2d_line.startswith("  4 MiB: pinned vs pageable: memory not in effect (no CUDA device")
+    assert "bandwidth x" not in out
+    # every row of a table starts its columns where its header does, missing values ("-") too
+    head, *rows = out[out.index("TinyLM (execution regime)") :].splitlines()[1:10]
+    status, e2e_end = head.index("status"), head.index("e2e J/token") + len("e2e J/token")
+    assert len(rows) == 8 and all(ln[e2e_end - 1] in "-0123456789" and ln[e2e_end] == " " for ln in rows)
+    assert all(ln[status - 2 : status] == "  " and ln[status:].startswith("ok ") for ln in rows)
+
+
+def test_studies_tables_align_whatever_the_cells_hold():
+    st = _studies_module()
+    lines = st.table(["a", "GB/s", "status"], [["h2d-pinned", "-", "ok"], ["x", "11.83", "skipped why"]], "lrl")
+    assert lines == [
+        "a            GB/s  status",
+        "h2d-pinned      -  ok",
+        "x           11.83  skipped why",
+    ]
+
+
+def test_studies_say_a_setting_not_in_effect_on_either_side():
+    st = _studies_module()
+    pinned = {**_ok("h2d-pinned-4MiB"), "not_in_effect": {"memory": "no CUDA device"}}
+    assert st.not_in_effect([_ok("h2d-pageable-4MiB"), pinned], "memory") == "no CUDA device"
+    assert st.not_in_effect([_ok("h2d-pageable-4MiB"), pinned], "loader") is None
+    assert st.not_in_effect([{"variant": "v", "status": "skipped", "metrics": {}}], "memory") is None
+
+
+def _skip_with_cuda():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible: the studies would run")
+
+
+def test_studies_without_a_gpu_fail_clearly_and_write_nothing(tmp_path, capsys):
+    _skip_with_cuda()
+    st = _studies_module()
+    assert st.main(["--out", str(tmp_path / "work")]) == st.EXIT_NO_GPU == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu-studies: FAILED, no GPU to study: no CUDA GPU visible to torch")
+    assert "--dry-run" in err and not (tmp_path / "work").exists()
+
+
+def test_make_gpu_studies_without_a_gpu_exits_2_and_writes_no_results(tmp_path):
+    """``make gpu-studies`` on a CPU once copied a simulated summary into docs/gpu-results/."""
+    _skip_with_cuda()
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path / "results"), "studies"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPU_PYTHON": sys.executable, "GPU_STUDIES_DIR": str(tmp_path / "work")},
+    )
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "gpu-studies: FAILED, no GPU to study" in proc.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "work").exists()
+
+
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "python").exists(), reason="no .venv in this checkout")
+def test_the_dry_run_takes_the_project_venv_and_an_absolute_studies_folder(tmp_path):
+    """As docs/studies.md says it: ``bash scripts/gpu_check.sh /tmp/out studies --dry-run``
+    without GPU_PYTHON, where this machine's python3 may lack torch; a relative
+    GPU_STUDIES_DIR (relative to the repository) reaches the script absolute."""
+    env = {k: v for k, v in os.environ.items() if k != "GPU_PYTHON"}
+    env["GPU_STUDIES_DIR"] = os.path.relpath(tmp_path / "work", REPO)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path / "results"), "studies", "--dry-run"]
+        + ["--skip", "tinylm", "h2d", "resnet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"gpu-studies: dry run with {REPO}/.venv/bin/python (GPU_PYTHON unset)" in proc.stderr
+    under = proc.stdout.rstrip().rsplit(" under ", 1)[1]
+    assert Path(under).is_absolute() and Path(under).resolve() == (tmp_path / "work").resolve()
+    assert (tmp_path / "results" / "gpu-studies-dry-run-summary.json").is_file()

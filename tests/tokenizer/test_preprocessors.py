@@ -90,6 +90,22 @@ def test_unchanged_go_source_is_built_once_then_served_from_the_cache(tmp_path, 
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="go not installed (make system-deps)")
+def test_a_relative_cache_folder_is_built_into_and_its_binary_runs(tmp_path, monkeypatch):
+    """The build runs in the source folder: a relative cache (make gpu-studies gave
+    ``.gcbench/gpu-studies/tools``) must not name a place under it."""
+    monkeypatch.chdir(tmp_path)
+    binary = tk.build_local(shipped("go"), Path("rel") / "tools")
+    assert binary.is_absolute() and binary.parent == tmp_path / "rel" / "tools"
+    assert tk.is_built(binary) and not list((REPO / "native" / "go").glob("rel"))
+    text = tmp_path / "in.txt"
+    text.write_bytes(b"hello relative world")
+    merges = tk.conformance_merges(tmp_path / "rel" / "tools")
+    out = tmp_path / "out.tok"
+    tk.run_program("go", list(shipped("go").decl.run), binary, merges, text, out)
+    assert out.stat().st_size > 0
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go not installed (make system-deps)")
 def test_failed_go_build_raises_with_the_compiler_message(tmp_path):
     native = copy_native(tmp_path, "go")
     main = native / "go" / "main.go"

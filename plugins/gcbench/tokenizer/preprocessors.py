@@ -129,7 +129,8 @@ class BuildDecl(BaseModel):
         local: argv of a local build when it differs from ``command`` (default: it).
         env: environment of the build (values may use the placeholders).
         artifact: where the command leaves the binary when it cannot write ``{out}``
-            itself (e.g. ``{work}/target/release/prog``); default ``{out}``.
+            itself (e.g. ``{work}/target/release/prog``; a relative path is in the
+            source folder, where the command runs); default ``{out}``.
         image: the toolchain image the DAG's build task runs ``command`` in (docker
             runner), with the sources read-only at /src and the cache at /out.
         dockerfile: the file that makes ``image`` when it is missing (relative to the
@@ -452,14 +453,19 @@ def build_local(pre: Preprocessor, cache_dir: Path, *, timeout_s: float = BUILD_
     moves the artifact to :meth:`Preprocessor.cached_binary` atomically, writes its
     provenance and runs :func:`check_conformance` (once per binary).
 
+    ``cache_dir`` may be relative (to this process's working folder): it is made
+    absolute first, since the build runs in the source folder, where a relative
+    ``{out}`` or ``{work}`` would name another place.
+
     Returns:
-        The conformant executable ``<cache_dir>/gcbench-tok-<name>-<hash16>``.
+        The conformant executable ``<cache_dir>/gcbench-tok-<name>-<hash16>``, absolute.
 
     Raises:
         TokenizerBuildError: the toolchain is missing, the build failed (its output in
             the message and ``.output``) or timed out; ConformanceError: ids differ
             from the reference; PreprocessorError: no sources.
     """
+    cache_dir = Path(cache_dir).resolve()
     source_hash = pre.source_hash()
     target = pre.cached_binary(cache_dir, source_hash)
     if not is_built(target):
@@ -467,7 +473,7 @@ def build_local(pre: Preprocessor, cache_dir: Path, *, timeout_s: float = BUILD_
         if shutil.which(argv[0]) is None and not Path(argv[0]).is_absolute():
             raise TokenizerBuildError(pre.name, pre.source_dir, f"{argv[0]!r} is not on PATH; install the toolchain")
         target.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(cache_dir) / f"work-{pre.name}"
+        work = cache_dir / f"work-{pre.name}"
         work.mkdir(parents=True, exist_ok=True)
         staging = target.with_name(f".{target.name}.build{os.getpid()}")
         values = {"out": str(staging), "work": str(work)}
@@ -486,7 +492,8 @@ def build_local(pre: Preprocessor, cache_dir: Path, *, timeout_s: float = BUILD_
             raise TokenizerBuildError(pre.name, pre.source_dir, f"cannot run {argv[0]!r}: {exc.strerror}") from None
         if proc.returncode != 0:
             raise _failure(pre, " ".join(argv[:3]), proc.returncode, proc.stdout + proc.stderr)
-        produced = Path(_fill([pre.decl.build.artifact], values)[0])
+        # a relative artifact is where the command left it: in the source folder it ran in
+        produced = pre.source_dir / _fill([pre.decl.build.artifact], values)[0]
         if not produced.is_file():
             raise TokenizerBuildError(pre.name, pre.source_dir, f"the build reported success but {produced} is missing")
         if produced != staging:
