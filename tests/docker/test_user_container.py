@@ -82,5 +82,5 @@ def test_a_user_image_without_gcbench_is_measured_like_a_built_in_workload(docke
     assert all(1.3 < d < 1.8 for d in metrics["duration_s"])  # the program's 1.5 s of work, not the container's life
     report = next((tmp_path / "reports").rglob("report.md"))
     text = report.read_text()
-    assert "J/unit" in text or "J/item" in text
+    assert "GPU J/item" in text and "items/s" in text and "J/unit" not in text  # the program's own unit
     assert image.id  # the image was not rebuilt or changed by the run
