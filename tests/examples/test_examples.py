@@ -65,7 +65,7 @@ def test_the_c_program_example_is_measured_and_reported(gcbench_env, pg_url):
     assert len(j_per_item) == 6 and all(0 < j < 1e-3 for j in j_per_item)
     report = next((gcbench_env / "reports").rglob("report.md")).read_text()
     assert "SIMULATED" in report and "marked-c[per_step=20000]" in report
-    assert "GPU J/unit" in report
+    assert "GPU J/item" in report and "J/unit" not in report  # the program's own unit (items)
 
 
 def test_the_hugging_face_example_measures_prefill_and_decode_as_two_windows(gcbench_env, pg_url):
