@@ -86,6 +86,45 @@ def test_window_shorter_than_ten_sensor_periods_is_invalid():
     assert v.reasons[0].startswith("window too short for the sensor: 0.050 s < 10 update periods of 0.100 s (1.000 s)")
 
 
+def eval_window(r, start=3.0, end=3.5, rel=0.001, energy_j=40.0):
+    """``r`` with a named window ``eval`` (a ResNet run's test-set pass) after its main window."""
+    r["windows"]["eval"] = {"start_s": start, "end_s": end}
+    r["energy"]["eval"] = {
+        "gpu_energy_j": energy_j,
+        "gpu": [{"device": "gpu0", "energy_j": energy_j, "cross_check_rel": rel, "update_period_s": 0.1}],
+    }
+    return r
+
+
+def test_a_named_window_too_short_for_the_sensor_withholds_its_figures_and_the_trial_stands():
+    """CI's ResNet eval of 32 images took 0.500 s (the sensor needs 1 s): it invalidated a
+    trial whose 2-s training window was sound. On an H200 an evaluation of 1,000 images
+    is shorter still, so every fixed-budget run there would have been invalid."""
+    v = check_trial(eval_window(result()), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert v.valid and v.reasons == []
+    expected = "window eval too short for the sensor: 0.500 s < 10 update periods of 0.100 s (1.000 s)"
+    assert v.withheld == {"eval": expected}
+    assert v.flags == [f"{expected}: its energy figures are left out, the main window stands"]
+
+
+def test_a_named_window_whose_counter_disagrees_or_has_no_energy_is_withheld_not_invalidating():
+    r = eval_window(result(), start=3.0, end=4.5, rel=0.30)
+    v = check_trial(r, "ok", samples(np.arange(0.5, 4.6, 0.05)), SETTINGS)
+    assert v.valid and list(v.withheld) == ["eval"] and "disagree" in v.withheld["eval"]
+    r = eval_window(result(), start=3.0, end=4.5, energy_j=None)
+    r["energy"]["eval"]["gpu"] = []
+    v = check_trial(r, "ok", samples(np.arange(0.5, 4.6, 0.05)), SETTINGS)
+    assert v.valid and v.withheld == {"eval": "window eval: GPU energy unknown"}
+
+
+def test_a_long_enough_named_window_is_kept_and_a_short_main_window_still_invalidates():
+    v = check_trial(eval_window(result(), 3.0, 4.2), "ok", samples(np.arange(0.5, 4.6, 0.05)), SETTINGS)
+    assert v.valid and v.withheld == {} and v.flags == []
+    v = check_trial(eval_window(result(1.0, 1.5), 1.5, 3.0), "ok", samples(np.arange(0.5, 3.6, 0.05)), SETTINGS)
+    assert not v.valid and v.reasons[0].startswith("window too short for the sensor: 0.500 s")
+    assert v.withheld == {}
+
+
 def test_gap_in_samples_is_invalid():
     t = np.concatenate([np.arange(0.5, 1.8, 0.05), np.arange(2.6, 3.6, 0.05)])  # 0.8 s hole
     v = check_trial(result(), "ok", samples(t), SETTINGS)

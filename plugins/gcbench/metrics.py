@@ -69,3 +69,30 @@ JUDGED_METRIC_JOIN = (
 the first of its kind's candidates it stored with a value (one ``%s`` parameter, the JSON of
 :func:`primary_metrics`); a trial of a kind not installed, or with none of them, joins nothing.
 Used by the regression check and the report's nightly trend, so both judge the same figure."""
+
+
+WINDOW_SENSOR_FIGURES = (
+    "gpu_energy_j",
+    "cpu_energy_j",
+    "j_per_token",
+    "gpu_j_per_token",
+    "gpu_j_per_gb",
+    "cpu_j_per_gb",
+    "gpu_j_per_unit",
+    "cpu_j_per_unit",
+)
+"""The figures of a named window (``eval``, ``prefill``) that come from the energy
+sensors: :func:`gcbench.trial.derive_metrics` stores them as ``<window>_<figure>``.
+Its duration, counts and rates are the workload's own and stand even when the window
+was too short for the sensor."""
+
+
+def withheld_metrics(withheld_windows: dict[str, str] | None, names) -> set[str]:
+    """The metric names among ``names`` that validation left out of the statistics:
+    each sensor figure (:data:`WINDOW_SENSOR_FIGURES`) of a window in
+    ``withheld_windows`` (``{window key: reason}``, stored in ``trials.windows_withheld``
+    by :func:`gcbench.validate.validate_run`). The stored values are kept."""
+    if not withheld_windows:
+        return set()
+    wanted = {f"{key}_{figure}" for key in withheld_windows for figure in WINDOW_SENSOR_FIGURES}
+    return {n for n in names if n in wanted}

@@ -21,6 +21,11 @@ than ``stability_drift_invalid_ratio`` times apart, or that lost more than
 drifts and stalls above the ``*_flag_*`` thresholds are flagged, and a window with
 too few steps to judge is flagged as not judged.
 
+A named window other than the main one (``eval``, ``prefill``) that is too short for
+the sensor, has no GPU energy or fails the cross-check does not invalidate the trial:
+its energy figures are withheld from the statistics (``trials.windows_withheld``) and
+the trial is flagged (:func:`named_window_findings`).
+
 Flags: the same cross-check above ``cross_check_flag_rel``; throttling (power cap or
 thermal clocks-event reasons) during the window; outliers by the median absolute
 deviation (MAD) rule within a group of three or more; in a group of two, twins whose
@@ -52,11 +57,15 @@ THROTTLE_BITS = {
 
 @dataclass
 class Verdict:
-    """Outcome of the rules for one trial: valid or not, reasons (invalidating) and flags."""
+    """Outcome of the rules for one trial: valid or not, reasons (invalidating), flags,
+    and ``withheld``: ``{window key: reason}`` for named windows whose energy figures are
+    left out of the statistics while the trial's main window stands
+    (:func:`named_window_findings`)."""
 
     valid: bool
     reasons: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)
 
 
 def _update_period(energy_main: dict[str, Any]) -> float:
@@ -176,12 +185,12 @@ def check_trial(
         reasons.append(text or "throughput unstable in the window")
     elif text:
         flags.append(text)
-    named_window_findings(result, settings, min_s, period_s, reasons, flags)
+    withheld = named_window_findings(result, settings, min_s, period_s, reasons, flags)
     contention_findings(result, settings, reasons, flags)
     gpu = samples[samples["device"].astype(str).str.startswith("gpu")] if len(samples) else samples
     if len(gpu) == 0:
         reasons.append("no GPU samples stored")
-        return Verdict(not reasons, reasons, flags)
+        return Verdict(not reasons, reasons, flags, withheld)
     sample_hz = main.get("sample_hz") or 10.0
     step_s = max(1.0 / sample_hz, period_s)
     max_gap_s = settings.max_gap_periods * step_s
@@ -226,7 +235,11 @@ def check_trial(
             names = [name for bit, name in THROTTLE_BITS.items() if seen & bit]
             if names:
                 flags.append(f"{device}: throttled during the window ({', '.join(names)})")
-    return Verdict(not reasons, reasons, flags)
+    return Verdict(not reasons, reasons, flags, withheld)
+
+
+WITHHELD_SUFFIX = "its energy figures are left out, the main window stands"
+"""How a flag on a named window whose figures validation withheld ends."""
 
 
 def named_window_findings(
@@ -236,41 +249,54 @@ def named_window_findings(
     period_s: float,
     reasons: list[str],
     flags: list[str],
-) -> None:
-    """The rules on a trial's other named windows (``prefill``, ``decode``: a user's
-    program marks them) and on what its control channel carried; appends to
-    ``reasons`` (invalidating) and ``flags``.
+) -> dict[str, str]:
+    """The rules on a trial's other named windows (``eval`` of a ResNet run; ``prefill``,
+    ``decode``: a user's program marks them) and on what its control channel carried;
+    appends to ``reasons`` (invalidating) and ``flags``.
 
-    * each named window must last ``min_window_periods`` sensor periods and have a known
-      GPU energy, and its cross-check is judged like the main window's;
+    * a named window must last ``min_window_periods`` sensor periods, have a known GPU
+      energy and pass the cross-check as the main window must. One that does not has
+      its energy figures withheld (:data:`gcbench.metrics.WINDOW_SENSOR_FIGURES`: left
+      out of the statistics, kept in the store) and is flagged; the trial's main window
+      is its own measurement and stands. A ResNet-50 evaluation of 1,000 images lasts
+      well under the 1 s of ten NVML periods on a modern GPU: judging the whole trial on
+      it would invalidate every fixed-budget training run there.
     * a window a program never ended (closed at its exit) invalidates the trial: its end
       is not the program's;
     * every other control-channel problem, and a trial without a count of its unit of
       work (no J/unit), is a flag with its sentence.
+
+    Returns:
+        ``{window key: reason}`` of the windows whose figures are withheld.
     """
+    withheld: dict[str, str] = {}
     energy = result.get("energy") or {}
     for key, win in (result.get("windows") or {}).items():
         if key in ("main", "tokenize"):
             continue
         start_s, end_s = win.get("start_s"), win.get("end_s")
+        problems: list[str] = []
         if start_s is None or end_s is None:
-            reasons.append(f"window {key}: not recorded")
-            continue
-        duration_s = end_s - start_s
-        if duration_s < min_s:
-            reasons.append(
-                f"window {key} too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
-                f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
-            )
+            problems.append(f"window {key}: not recorded")
+        else:
+            duration_s = end_s - start_s
+            if duration_s < min_s:
+                problems.append(
+                    f"window {key} too short for the sensor: {duration_s:.3f} s < {settings.min_window_periods:g} "
+                    f"update periods of {period_s:.3f} s ({min_s:.3f} s)"
+                )
         e = energy.get(key) or {}
-        if e.get("gpu_energy_j") is None:
-            reasons.append(f"window {key}: GPU energy unknown")
+        if start_s is not None and end_s is not None and e.get("gpu_energy_j") is None:
+            problems.append(f"window {key}: GPU energy unknown")
         for dev in e.get("gpu", []):
             tier, text = cross_check_finding(dev, settings)
             if tier == "invalid":
-                reasons.append(f"window {key}: {text or 'energy counter and power reference disagree'}")
+                problems.append(f"window {key}: {text or 'energy counter and power reference disagree'}")
             elif text:
                 flags.append(f"window {key}: {text}")
+        if problems:
+            withheld[key] = "; ".join(problems)
+            flags.append(f"{withheld[key]}: {WITHHELD_SUFFIX}")
     control = result.get("control") or {}
     for key in control.get("windows_never_ended") or []:
         reasons.append(f"window {key} was never ended by the program: closed at its exit, so its end is not measured")
@@ -280,6 +306,7 @@ def named_window_findings(
         flags.append(f"control channel: {problem}")
     if result.get("no_unit_reason"):
         flags.append(str(result["no_unit_reason"]))
+    return withheld
 
 
 CONTENTION_PREFIX = "CPU contention"
@@ -531,7 +558,7 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
                     verdicts[pk].flags.append(twin)
     summary: dict[str, Any] = {"valid": 0, "invalid": 0, "reasons": {}, "inconclusive": []}
     for pk, verdict in verdicts.items():
-        queries.set_validity(conn, pk, verdict.valid, verdict.reasons, verdict.flags)
+        queries.set_validity(conn, pk, verdict.valid, verdict.reasons, verdict.flags, verdict.withheld)
         summary["valid" if verdict.valid else "invalid"] += 1
         for reason in verdict.reasons:
             key = reason.split(":")[0]

@@ -323,6 +323,42 @@ def test_the_bitmask_is_read_back_exactly_and_validation_still_names_throttle_bi
     assert any("throttled during the window" in f and "power cap (SW)" in f and "thermal (HW)" in f for f in flags)
 
 
+def test_a_withheld_window_keeps_its_stored_figures_but_they_leave_the_trials_frame(conn, run_pk, tmp_path):
+    """Validation withholds the sensor figures of a named window too short for the
+    sensor (``eval``: 0.4 s here); the trial stays valid, its main figures and the
+    window's duration are read, its GPU energy and J/sample are NaN, and the store keeps
+    them. Collecting the trial again clears what the last validation withheld."""
+    from gcbench.plan.schema import ValidationSettings
+    from gcbench.validate import validate_run
+
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    result = write_trial(outdir, spec)
+    result["windows"]["eval"] = {"start_s": 2.0, "end_s": 2.4}
+    result["energy"]["eval"] = {"gpu_energy_j": 12.0, "gpu": [{"device": "gpu0", "energy_j": 12.0}]}
+    result["metrics"] |= {"eval_duration_s": 0.4, "eval_gpu_energy_j": 12.0, "eval_gpu_j_per_gb": 6.0}
+    (outdir / "result.json").write_text(json.dumps(result))
+    ingest.collect_trial(conn, run_pk, spec, outdir)
+    summary = validate_run(conn, run_pk, ValidationSettings())
+    assert summary["valid"] == 1
+    row = queries.trials_frame(conn, run_pk).iloc[0]
+    assert bool(row.valid) and row.gpu_energy_j == 450.0 and row.eval_duration_s == 0.4
+    assert pd.isna(row.eval_gpu_energy_j) and pd.isna(row.eval_gpu_j_per_gb)
+    assert list(row.windows_withheld) == ["eval"] and row.windows_withheld["eval"].startswith(
+        "window eval too short for the sensor: 0.400 s"
+    )
+    assert any(f.endswith("its energy figures are left out, the main window stands") for f in row["flags"])
+    with conn.cursor() as cur:
+        cur.execute("SELECT value FROM metrics WHERE name = 'eval_gpu_energy_j'")
+        assert cur.fetchone()[0] == 12.0  # still stored
+    conn.commit()
+    result["windows"]["eval"]["end_s"] = 3.6  # a retry's longer pass replaces the row
+    (outdir / "result.json").write_text(json.dumps(result))
+    assert ingest.collect_trial(conn, run_pk, spec, outdir).action != "unchanged"
+    row = queries.trials_frame(conn, run_pk).iloc[0]
+    assert row.windows_withheld == {} and row.eval_gpu_energy_j == 12.0
+
+
 def test_a_trial_with_every_kind_of_bad_value_keeps_its_energy_and_says_what_changed(conn, run_pk, tmp_path):
     spec = expand(PLAN)[0]
     outdir = tmp_path / spec.trial_id

@@ -360,7 +360,8 @@ def _store_trial(
             trial_pk = row[0]
             sets = ", ".join(f"{k} = %({k})s" for k in values if k not in ("dag_run_id", "trial_id"))
             cur.execute(
-                f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, collected_at = now() "
+                f"UPDATE trials SET {sets}, valid = NULL, reasons = '[]'::jsonb, "
+                f"windows_withheld = '{{}}'::jsonb, collected_at = now() "
                 f"WHERE id = %(id)s",
                 {**values, "id": trial_pk},
             )

@@ -62,6 +62,8 @@ def trials_frame(conn, dag_run_pk: int):
     samples_partial, samples_dropped, ingest_notes (list of what collect changed to
     store the trial), settings (the requested workload settings), settings_not_in_effect
     (``{setting: reason}`` from result.json; None where the trial did not record it),
+    windows_withheld (``{window key: reason}``: that window's sensor figures,
+    :data:`gcbench.metrics.WINDOW_SENSOR_FIGURES`, are NaN here though stored),
     preprocessor (the spec's declared preprocessor version, or None), preprocessor_build
     (result.json's build record of it, or None),
     window_start_s, window_end_s, idle_power_w, the metrics of
@@ -74,8 +76,8 @@ def trials_frame(conn, dag_run_pk: int):
             "SELECT id, trial_id, variant, workload, kind, repetition, status, error, valid, reasons, flags, "
             "spec->'factors', gpu_method, cpu_method, simulated, samples_count, samples_partial, "
             "result->'windows', result->'energy'->'main'->'gpu', samples_dropped, ingest_notes, "
-            "spec->'settings', result->'settings_not_in_effect', spec->'preprocessor', result->'preprocessor' "
-            "FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
+            "spec->'settings', result->'settings_not_in_effect', spec->'preprocessor', result->'preprocessor', "
+            "windows_withheld FROM trials WHERE dag_run_id = %s ORDER BY (spec->>'order')::int, trial_id",
             (dag_run_pk,),
         )
         rows = cur.fetchall()
@@ -112,8 +114,10 @@ def trials_frame(conn, dag_run_pk: int):
         "settings_not_in_effect",
         "preprocessor",
         "preprocessor_build",
+        "windows_withheld",
     ]
     df = pd.DataFrame(rows, columns=cols)
+    df["windows_withheld"] = [w if isinstance(w, dict) else {} for w in df["windows_withheld"]]
     df["window_start_s"] = [((w or {}).get("main") or {}).get("start_s") for w in df["windows"]]
     df["window_end_s"] = [((w or {}).get("main") or {}).get("end_s") for w in df["windows"]]
     df["idle_power_w"] = [
@@ -133,7 +137,16 @@ def trials_frame(conn, dag_run_pk: int):
     df["settings_not_in_effect"] = [f if isinstance(f, dict) else None for f in df["settings_not_in_effect"]]
     numeric: dict[str, dict[int, Any]] = {}
     text: dict[str, dict[int, Any]] = {}
+    withheld = {
+        pk: metrics.withheld_metrics(w, names)
+        for pk, w in zip(df["trial_pk"], df["windows_withheld"], strict=True)
+        if w
+        for names in [{r[1] for r in metric_rows if r[0] == pk}]
+    }
     for pk, name, value, text_value in metric_rows:
+        if name in withheld.get(pk, ()):
+            numeric.setdefault(name, {})  # the column stays, NaN: validation left it out (still stored)
+            continue
         if text_value is not None:
             text.setdefault(name, {})[pk] = text_value
         else:
@@ -201,12 +214,16 @@ def windows_of(conn, dag_run_pk: int, trial_id: str) -> dict:
     return (row[0] if row else None) or {}
 
 
-def set_validity(conn, trial_pk: int, valid: bool, reasons: list[str], flags: list[str]) -> None:
-    """Store a trial's validity, reasons and flags (no commit)."""
+def set_validity(
+    conn, trial_pk: int, valid: bool, reasons: list[str], flags: list[str], withheld: dict[str, str] | None = None
+) -> None:
+    """Store a trial's validity, reasons, flags and the named windows whose energy figures
+    validation withheld (``{window key: reason}``, :class:`gcbench.validate.Verdict`); no commit."""
     with conn.cursor() as cur:
         cur.execute(
-            "UPDATE trials SET valid = %s, reasons = %s::jsonb, flags = %s::jsonb WHERE id = %s",
-            (valid, json.dumps(reasons), json.dumps(flags), trial_pk),
+            "UPDATE trials SET valid = %s, reasons = %s::jsonb, flags = %s::jsonb, windows_withheld = %s::jsonb "
+            "WHERE id = %s",
+            (valid, json.dumps(reasons), json.dumps(flags), json.dumps(withheld or {}), trial_pk),
         )
 
 
