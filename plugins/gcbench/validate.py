@@ -561,7 +561,7 @@ def validate_run(conn, dag_run_pk: int, settings: ValidationSettings) -> dict[st
         queries.set_validity(conn, pk, verdict.valid, verdict.reasons, verdict.flags, verdict.withheld)
         summary["valid" if verdict.valid else "invalid"] += 1
         for reason in verdict.reasons:
-            key = reason.split(":")[0]
+            key = finding_rule(reason)  # "gpu0: samples do not cover ..." counts under its rule, not "gpu0"
             summary["reasons"][key] = summary["reasons"].get(key, 0) + 1
     conn.commit()
     for variant, group in df.groupby("variant"):

@@ -112,6 +112,7 @@ def test_trial_sigkilled_mid_window_is_failed_with_log_tail_partial_samples_and_
         summary = validate_run(conn, query(pg_url, "SELECT id FROM dag_runs")[0][0], plan.validation)
     ((valid, reasons),) = query(pg_url, "SELECT valid, reasons FROM trials")
     assert valid is False and any(r.startswith("trial failed") and "exit status -9" in r for r in reasons)
+    assert summary["reasons"] == {"trial failed": 1}  # counted by rule (validate.finding_rule)
 
 
 def test_trial_killed_mid_window_turns_its_dag_run_red_with_the_reason_after_storing_and_reporting_all(
