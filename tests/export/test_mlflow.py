@@ -167,6 +167,12 @@ def test_a_stored_run_is_a_parent_run_with_one_child_per_trial(mlflow_server, pg
 
     with db.connection(pg_url) as conn:
         plan, specs = _stored_run(conn, tmp_path, "manual__mlflow-1")
+        with conn.cursor() as cur:  # as validation stores a named window it left out
+            cur.execute(
+                "UPDATE trials SET windows_withheld = %s::jsonb WHERE trial_id = %s",
+                (json.dumps({"eval": "window eval too short for the sensor: 0.500 s"}), specs[1].trial_id),
+            )
+        conn.commit()
         target = mlflow.MlflowTarget(mlflow_server, "gcbench-test-export")
         out = mlflow.export_run(conn, plan, "manual__mlflow-1", target)
         assert out.trials == 2
@@ -184,6 +190,9 @@ def test_a_stored_run_is_a_parent_run_with_one_child_per_trial(mlflow_server, pg
     child = by_trial[specs[0].trial_id]
     ctags = {t["key"]: t["value"] for t in child["data"]["tags"]}
     assert ctags["mlflow.parentRunId"] == out.parent_run_id
+    assert "gcbench.windows_withheld" not in ctags
+    withheld_tags = {t["key"]: t["value"] for t in by_trial[specs[1].trial_id]["data"]["tags"]}
+    assert withheld_tags["gcbench.windows_withheld"] == "eval: window eval too short for the sensor: 0.500 s"
     assert (ctags["gcbench.status"], ctags["gcbench.valid"], ctags["gcbench.simulated"]) == ("ok", "unknown", "true")
     params = {p["key"]: p["value"] for p in child["data"]["params"]}
     assert params["kind"] == "h2d" and params["variant"] == specs[0].variant and params["repetition"] == "0"

@@ -235,6 +235,16 @@ def export_run(conn, plan, run_id: str, target: MlflowTarget, client: MlflowClie
                 "gcbench.reasons": "; ".join(t["reasons"])[:5000] or "none",
                 "gcbench.simulated": str(bool(t["simulated"])).lower(),
                 "gcbench.variant": t["variant"],
+                # named windows whose energy figures the report leaves out (their metrics are logged as stored)
+                **(
+                    {
+                        "gcbench.windows_withheld": "; ".join(f"{k}: {v}" for k, v in t["windows_withheld"].items())[
+                            :5000
+                        ]
+                    }
+                    if t.get("windows_withheld")
+                    else {}
+                ),
             },
         )
         if t["result"] is not None:

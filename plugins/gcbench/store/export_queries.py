@@ -15,7 +15,9 @@ def run_for_export(conn, dag_id: str, run_id: str) -> tuple[dict[str, Any], list
     ``run``: ``created_at``, ``logical_date``, ``html_path``, ``md_path`` (None without a report).
     ``trials``: one dict per trial (stored order): ``trial_id``, ``variant``, ``repetition``,
     ``spec``, ``status``, ``valid``, ``reasons`` (list), ``simulated``, ``started_at``,
-    ``finished_at``, ``result`` (dict or None), ``metrics`` ({name: value} of the known
+    ``finished_at``, ``result`` (dict or None), ``windows_withheld`` (``{window key:
+    reason}``: named windows whose energy figures validation left out of the statistics;
+    their metrics are still here, as stored), ``metrics`` ({name: value} of the known
     numeric ones, units in the names).
 
     Raises:
@@ -34,7 +36,7 @@ def run_for_export(conn, dag_id: str, run_id: str) -> tuple[dict[str, Any], list
         pk, created, logical, html, md = row
         cur.execute(
             "SELECT id, trial_id, variant, repetition, spec, status, valid, reasons, simulated, started_at, "
-            "finished_at, result FROM trials WHERE dag_run_id = %s ORDER BY id",
+            "finished_at, result, windows_withheld FROM trials WHERE dag_run_id = %s ORDER BY id",
             (pk,),
         )
         trials = [
@@ -53,6 +55,7 @@ def run_for_export(conn, dag_id: str, run_id: str) -> tuple[dict[str, Any], list
                         "started_at",
                         "finished_at",
                         "result",
+                        "windows_withheld",
                     ),
                     r,
                     strict=True,
