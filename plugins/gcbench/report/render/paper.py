@@ -37,6 +37,7 @@ from pathlib import Path
 from gcbench import kinds, stats
 from gcbench.report.analysis.core import Analysis
 from gcbench.report.analysis.groups import Group, not_compared_reason
+from gcbench.report.fmt import markdown_text
 from gcbench.report.metrics import RATIOS, info
 from gcbench.report.render.tables import (
     DASH,
@@ -644,7 +645,9 @@ def paper_tables(a: Analysis) -> list[PaperTable]:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    # the same rule as report.md (gcbench.report.fmt.markdown_text): a plan value with ``|``
+    # stays in its cell, one with ``<`` is not raw HTML
+    return str(markdown_text(text))
 
 
 def to_markdown(tables: list[PaperTable], a: Analysis) -> str:
@@ -724,7 +727,9 @@ def latex_escape(text: str) -> str:
             plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
             out.append("".join(_LATEX_SPECIAL.get(c, c) for c in plain if 32 <= ord(c) < 127) or f"[U+{ord(ch):04X}]")
     s = "".join(out)
-    s = re.sub(r"(?<![\w$])-(?=\d)", "$-$", s)
+    # a hyphen after a letter, a digit or another hyphen (the en dash of ``3–5`` is ``--``)
+    # is not a minus sign
+    s = re.sub(r"(?<![\w$-])-(?=\d)", "$-$", s)
     s = re.sub(r"(?<![\w$])\+(?=\d)", "$+$", s)
     return s.replace(r" \%", r"\,\%")
 
