@@ -106,3 +106,31 @@ def test_markdown_keeps_plan_text_inside_its_table_cell(report):
     assert "<b>x</b>" not in md
     html = report.html.read_text(encoding="utf-8")
     assert "a|b &lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+
+
+def test_two_workload_names_get_two_plot_files(tmp_path):
+    """``a-b`` and ``a_b`` are two valid workload names; their plots were both
+    ``metric_a_b.png``, so the second replaced the first (round-3 kind C19)."""
+    from gcbench.report import write_report
+    from gcbench.report.render.plots import _slug
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for name, energy_j in (("a-b", 100.0), ("a_b", 200.0)):
+        rows += _trial_rows(
+            rng,
+            workload=name,
+            kind="noop",
+            factors_list=[{"note": "x"}, {"note": "y"}],
+            n_rep=3,
+            simulated=True,
+            metric_fn=lambda r, f, e=energy_j: dict(duration_s=1.0, gpu_energy_j=e + r.normal(0, 1)),
+        )
+    base = make_report_data(kinds=("noop",), n_rep=2, failures=False, simulated=True, plan_name="k01-two-names")
+    data = dataclasses.replace(base, trials=pd.DataFrame(rows))
+    paths = write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, n_resamples=200))
+    metric_pngs = sorted(p.name for p in paths.pngs if p.name.startswith("metric_"))
+    assert len(metric_pngs) == len(set(metric_pngs)) == 2, metric_pngs
+    assert _slug("a-b") == "a_b" and _slug("a_b").startswith("a_b~") and _slug("tinylm-infer") == "tinylm_infer"
+    md = paths.markdown.read_text(encoding="utf-8")
+    assert all(f"]({name})" in md for name in metric_pngs)

@@ -153,7 +153,17 @@ def _outside_legend(fig, drawn: Drawn, where: str = "lower center", ncol: int | 
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
+    """A workload name as part of a plot's file name, one per name: ``tinylm-infer`` ->
+    ``tinylm_infer`` (letters, digits and ``-`` only: ``-`` becomes ``_``, one-to-one); any
+    other name keeps its safe characters and gets ``~`` and 8 hex digits of its SHA-256
+    (``a_b`` -> ``a_b~...``). Before, ``a-b`` and ``a_b`` (both valid workload names) made
+    one ``metric_a_b.png``: the second plot replaced the first (round-3 kind C19)."""
+    if re.fullmatch(r"[a-z0-9-]+", text):
+        return text.replace("-", "_")
+    import hashlib
+
+    safe = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
+    return f"{safe}~{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 NOT_IN_EFFECT_MARK = " (not in effect)"
