@@ -134,3 +134,33 @@ def test_two_workload_names_get_two_plot_files(tmp_path):
     assert _slug("a-b") == "a_b" and _slug("a_b").startswith("a_b~") and _slug("tinylm-infer") == "tinylm_infer"
     md = paths.markdown.read_text(encoding="utf-8")
     assert all(f"]({name})" in md for name in metric_pngs)
+
+
+def test_a_carriage_return_in_plan_text_stays_inside_its_csv_cell(tmp_path):
+    """A level with a carriage return (``\\r=1``) was written unquoted with "\\n" line ends: a
+    reader (csv, a spreadsheet) ended the row at the ``\\r`` and ``=1]`` began a cell of its
+    own, a live formula and a shifted row (round-3 kind C20)."""
+    from gcbench.report import write_report
+
+    rng = np.random.default_rng(5)
+    rows = _trial_rows(
+        rng,
+        workload="flags",
+        kind="noop",
+        factors_list=[{"note": v} for v in ("plain", "\r=1", "a\nb")],
+        n_rep=3,
+        simulated=True,
+        metric_fn=lambda r, f: dict(duration_s=1.0, gpu_energy_j=100 + r.normal(0, 1)),
+    )
+    base = make_report_data(kinds=("noop",), n_rep=2, failures=False, simulated=True, plan_name="k01-cr")
+    plan = dict(base.plan, report={"baseline": {"note": "plain"}})
+    data = dataclasses.replace(base, trials=pd.DataFrame(rows), plan=plan)
+    paths = write_report(data, tmp_path / "r", settings=ReportSettings.from_plan(data.plan, n_resamples=200))
+    for key, path in paths.csv.items():
+        with path.open(newline="", encoding="utf-8") as f:
+            table = list(csv.reader(f))
+        assert {len(r) for r in table} == {len(table[0])}, key  # no row cut in two
+        cells = [c for r in table for c in r]
+        assert not [c for c in cells if c.startswith(FORMULA_PREFIXES) and spreadsheet_text(c) != c], key
+    groups = pd.read_csv(paths.csv["groups"], dtype=str, keep_default_na=False)
+    assert "flags[note=\r=1]" in set(groups["variant"]) and "flags[note=a\nb]" in set(groups["variant"])
