@@ -164,3 +164,13 @@ def test_a_carriage_return_in_plan_text_stays_inside_its_csv_cell(tmp_path):
         assert not [c for c in cells if c.startswith(FORMULA_PREFIXES) and spreadsheet_text(c) != c], key
     groups = pd.read_csv(paths.csv["groups"], dtype=str, keep_default_na=False)
     assert "flags[note=\r=1]" in set(groups["variant"]) and "flags[note=a\nb]" in set(groups["variant"])
+
+
+def test_a_line_break_in_plan_text_does_not_cut_a_markdown_table_row():
+    """``a\\nb`` in a factor value ended the report.md table row in the middle of its first
+    cell (round-3 kind C21, Markdown): a line break is shown as a space."""
+    from gcbench.report.fmt import markdown_text, md_escape
+
+    assert markdown_text("flags[note=a\nb\r\nc\rd|e]") == "flags[note=a b c d\\|e]"
+    assert md_escape("x\ny*") == "x y\\*"
+    assert markdown_text(3.5) == 3.5
