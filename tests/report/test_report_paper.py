@@ -375,3 +375,13 @@ def test_paper_markdown_keeps_plan_text_as_text(studies):
     md = to_markdown([t], studies)
     assert "| a\\|b &lt;img src=x onerror=alert(1)> | 1 |" in md
     assert "<img" not in md
+
+
+def test_paper_tex_names_the_medians_interval_it_prints(studies):
+    """The cells' median CI is the order-statistic interval; paper.tex called it a BCa
+    bootstrap interval (round-3 kind C22: an interval is named by the method that made it)."""
+    tex = to_latex(paper_tables(studies), studies)
+    head = [ln for ln in tex.splitlines() if ln.startswith("% Cells:")]
+    assert head and "order statistics" in head[0] and "(BCa bootstrap)." not in head[0]
+    g = next(g for g in studies.groups if "j_per_token" in g.summaries and g.summaries["j_per_token"].ci_low is not None)
+    assert g.summaries["j_per_token"].ci_method == "order statistics"

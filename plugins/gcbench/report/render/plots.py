@@ -9,7 +9,7 @@ are measured even on the simulated device (``metrics.is_simulated_metric``).
 
 How they draw, so that a reader sees the data and not only a summary:
 
-* every valid trial is a dot; over it the group's median and its bootstrap CI (and, for
+* every valid trial is a dot; over it the group's median and its order-statistic CI (and, for
   a ratio, the pooled estimate with its CI). A group with fewer than
   ``stats.MIN_N_SUMMARY`` valid trials shows only its trials' dots: no median, no CI; a CI is
   drawn only where the group's n allows one (``stats.MIN_N_INTERVAL``). No bars.
