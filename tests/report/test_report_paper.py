@@ -383,5 +383,7 @@ def test_paper_tex_names_the_medians_interval_it_prints(studies):
     tex = to_latex(paper_tables(studies), studies)
     head = [ln for ln in tex.splitlines() if ln.startswith("% Cells:")]
     assert head and "order statistics" in head[0] and "(BCa bootstrap)." not in head[0]
-    g = next(g for g in studies.groups if "j_per_token" in g.summaries and g.summaries["j_per_token"].ci_low is not None)
+    g = next(
+        g for g in studies.groups if "j_per_token" in g.summaries and g.summaries["j_per_token"].ci_low is not None
+    )
     assert g.summaries["j_per_token"].ci_method == "order statistics"
