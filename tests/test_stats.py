@@ -151,7 +151,10 @@ def test_compare_matches_scipy_tests_and_effect_sizes():
     )
     assert c.median_treatment == pytest.approx(np.median(TREAT))
     assert c.pct_change == pytest.approx(100 * (np.median(TREAT) / np.median(BASE) - 1))
-    assert c.p_mannwhitney == pytest.approx(sps.mannwhitneyu(TREAT, BASE, alternative="two-sided").pvalue)
+    # TREAT and BASE hold ties (0.95 twice, 1.00 twice ...): a permutation p, not the normal
+    # approximation; fully separated, no random split is as extreme: 2 (1 + 0) / (1 + R)
+    assert c.p_method == f"permutation, {stats.PERMUTATION_RESAMPLES} random splits"
+    assert c.p_mannwhitney == pytest.approx(2 / (1 + stats.PERMUTATION_RESAMPLES))
     assert c.p_welch == pytest.approx(sps.ttest_ind(TREAT, BASE, equal_var=False).pvalue)
     assert c.cliffs_delta == pytest.approx(stats.cliffs_delta(TREAT, BASE))
     assert c.hodges_lehmann == pytest.approx(np.median(np.subtract.outer(TREAT, BASE)))
@@ -327,3 +330,26 @@ def test_precision_target_stops_early_on_a_quiet_group_and_late_on_a_noisy_one()
     assert n == min(30, max(6, math.ceil((sps.t.ppf(0.975, 5) * math.sqrt(math.pi / 2) * s / (0.02 * m)) ** 2)))
     with pytest.raises(ValueError, match="until_ci_rel must be > 0"):
         stats.planned_repetitions(quiet, until_ci_rel=0, max_n=30)
+
+
+@pytest.mark.parametrize(
+    ("treat", "base"),
+    [
+        ([0.0] * 9 + [1.0], [0.0] * 4 + [1.0] * 6),  # 10 vs 10 of 0/1 readings
+        ([0.0] * 10, [0.0] * 6 + [1.0] * 4),
+        ([0.0] * 12, [0.0] * 8 + [1.0] * 4),  # 12 vs 12
+    ],
+)
+def test_heavy_ties_at_ten_or_more_per_side_get_a_permutation_p_not_the_normal_one(treat, base):
+    """Another input of kind C23: from 10 per side the normal approximation was used, tied
+    or not; with 0/1 readings it gave p = 0.025-0.036, "significant", where the permutation
+    p (SciPy's PermutationMethod) is 0.057-0.094."""
+    t, b = np.array(treat), np.array(base)
+    p, method = stats.mannwhitney_p(t, b, seed=1)
+    ref = sps.mannwhitneyu(
+        t, b, alternative="two-sided", method=sps.PermutationMethod(n_resamples=99_999, random_state=0)
+    ).pvalue
+    assert method.startswith("permutation") and p == pytest.approx(ref, abs=0.012)
+    assert p > 0.05
+    c = stats.adjust_holm([stats.compare(treat, base, n_resamples=0)])[0]
+    assert c.significant is False

@@ -29,8 +29,7 @@ Decision rule (all three must hold for a **regression**):
 
 A change as large in the other direction is reported as an *improvement* and does
 not fail anything. Groups with fewer than ``min_baseline_runs`` baseline nights or
-fewer than 3 valid trials tonight (the fewest for a bootstrap interval,
-:data:`gcbench.stats.MIN_N_CI`) are reported as not checked, with the reason. All
+fewer than :data:`MIN_TONIGHT` valid trials tonight are reported as not checked, with the reason. All
 statistics come from :func:`gcbench.stats.compare` and :func:`gcbench.stats.adjust_holm`.
 
 The rule is a pure function over DataFrames (:func:`check`); :func:`tonight_frame` and

@@ -356,3 +356,34 @@ def test_cells_note_counts_medians_without_a_ci_as_medians():
     assert jt.notes[0].startswith(
         "Cells: median [95 % CI] over valid trials (median alone, no CI, below 6 valid trials)."
     )
+
+
+def test_latex_en_dash_before_a_digit_is_not_a_minus():
+    """``3–5`` (a range) is an en dash, ``--`` in LaTeX; its second hyphen was read as a minus
+    before the 5 (``3-$-$5``, printed as a hyphen and a minus)."""
+    assert latex_escape("batch 3–5") == "batch 3--5"
+    assert latex_escape("a–1, –2") == "a--1, --2"
+    assert latex_escape("x -1") == "x $-$1"
+
+
+def test_paper_markdown_keeps_plan_text_as_text(studies):
+    """A factor value in a paper.md cell follows report.md's rule: ``|`` stays in its cell and
+    ``<`` is no HTML (paper.md escaped only ``|``)."""
+    from gcbench.report.render.paper import PaperTable
+
+    t = PaperTable("k", "title", ["regime", "x"], [False, False], [["a|b <img src=x onerror=alert(1)>", "1"]])
+    md = to_markdown([t], studies)
+    assert "| a\\|b &lt;img src=x onerror=alert(1)> | 1 |" in md
+    assert "<img" not in md
+
+
+def test_paper_tex_names_the_medians_interval_it_prints(studies):
+    """The cells' median CI is the order-statistic interval; paper.tex called it a BCa
+    bootstrap interval (round-3 kind C22: an interval is named by the method that made it)."""
+    tex = to_latex(paper_tables(studies), studies)
+    head = [ln for ln in tex.splitlines() if ln.startswith("% Cells:")]
+    assert head and "order statistics" in head[0] and "(BCa bootstrap)." not in head[0]
+    g = next(
+        g for g in studies.groups if "j_per_token" in g.summaries and g.summaries["j_per_token"].ci_low is not None
+    )
+    assert g.summaries["j_per_token"].ci_method == "order statistics"

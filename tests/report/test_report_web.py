@@ -375,3 +375,19 @@ def test_the_airflow_plugins_entry_point_names_the_plugin_class():
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     module, _, name = pyproject["project"]["entry-points"]["airflow.plugins"]["gcbench"].partition(":")
     assert getattr(importlib.import_module(module), name) is GCBenchPlugin
+
+
+def test_an_older_layout_folder_of_another_run_id_is_not_this_runs_report(tmp_path):
+    """Another input of kind C19: ``exp_1/`` written before run keys were injective holds the
+    report of run ``exp:1``. Run ``exp+1`` (legacy key also ``exp_1``), whose own report is
+    not written yet, was shown that report; now its own (absent) folder is named, a 404."""
+    import json
+
+    old = tmp_path / "smoke" / "exp_1"
+    old.mkdir(parents=True)
+    (old / "report.html").write_text("<h1>run exp:1</h1>")
+    (old / "report.json").write_text(json.dumps({"run_id": "exp:1"}))
+    assert web.report_dir(tmp_path, "smoke", "exp:1") == old
+    assert web.report_dir(tmp_path, "smoke", "exp+1") == tmp_path / "smoke" / web.run_key("exp+1")
+    r = TestClient(web.create_app(tmp_path, tmp_path, access=None)).get("/dag_runs/gcbench__smoke/exp+1")
+    assert r.status_code == 404 and "exp:1" not in r.text

@@ -150,3 +150,68 @@ def test_a_dead_holder_left_by_a_killed_run_no_longer_keeps_the_server_up(home):
     db.stop_embedded()
     assert pglock.proven_postmaster(home / "pgdata") is None  # stopped
     assert not (home / "pgdata" / "postmaster.pid").exists()
+
+
+def _lock_text(pid: int, pgdata: Path, sockdir: Path) -> str:
+    return f"{pid}\n{pgdata}\n1796151323\n5432\n{sockdir}\n\n  2327923        50\nready   \n"
+
+
+def test_a_lock_whose_socket_answers_is_kept_though_its_pid_is_of_another_namespace(unrelated):
+    """Another input of kind C18: a server in another container (PID namespace) sharing the
+    data directory. Its PID here is an unrelated process, but its socket answers: removing
+    its postmaster.pid would let a second postmaster start on the same data. Kept; with
+    nobody listening on the socket (a stale socket file left by a crash) it is removed."""
+    import socket
+
+    pgdata = Path(tempfile.mkdtemp(prefix="gc18-"))  # short: a Unix socket path has 107 bytes at most
+    lock = pgdata / "postmaster.pid"
+    lock.write_text(_lock_text(unrelated.pid, pgdata, pgdata))
+    sock_path = pgdata / ".s.PGSQL.5432"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen(1)
+    try:
+        assert not pglock.check_lock(lock, pgdata).live
+        assert pglock.clear_stale_locks(pgdata) == [] and lock.exists()
+    finally:
+        server.close()
+    assert sock_path.exists()  # left behind, as after a crash: nobody listens
+    (removed,) = pglock.clear_stale_locks(pgdata)
+    assert removed.path == lock and not lock.exists() and "not a postgres server" in removed.reason
+    assert unrelated.poll() is None
+    shutil.rmtree(pgdata)
+
+
+@pytest.mark.parametrize("text", ["", "\n", "garbage\n", "-1\n/x\n", "0\n", "16688"])
+def test_an_empty_truncated_or_garbage_lock_is_stale_and_names_no_pid_to_signal(tmp_path, text):
+    """Other inputs of kind C18: a postmaster.pid cut by a crash (empty, one line, no data
+    directory) or not a lock at all. Never live, never a PID to signal; removed."""
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    lock = pgdata / "postmaster.pid"
+    lock.write_text(text)
+    assert not pglock.check_lock(lock, pgdata).live
+    assert pglock.proven_postmaster(pgdata) is None
+    (removed,) = pglock.clear_stale_locks(pgdata)
+    assert removed.path == lock and not lock.exists()
+
+
+def test_a_copied_lock_naming_another_data_dir_is_removed_though_that_server_answers(unrelated):
+    """``cp -a`` of a running server's folder: the copy's postmaster.pid names the original
+    data directory and socket, where a server answers. It does not serve the copy: removed."""
+    import socket
+
+    original = Path(tempfile.mkdtemp(prefix="gc18o-"))
+    copy = Path(tempfile.mkdtemp(prefix="gc18c-"))
+    lock = copy / "postmaster.pid"
+    lock.write_text(_lock_text(unrelated.pid, original, original))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(original / ".s.PGSQL.5432"))
+    server.listen(1)
+    try:
+        (removed,) = pglock.clear_stale_locks(copy)
+        assert removed.path == lock and not lock.exists() and "another data directory" in removed.reason
+    finally:
+        server.close()
+        shutil.rmtree(original)
+        shutil.rmtree(copy)

@@ -66,15 +66,22 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
 def md_escape(text: object) -> MarkdownLiteral:
     """Plan text (a place, a series path, a reason) as literal Markdown: each character of
     ``\\ ` * _ [ ] < > | & ~`` gets a backslash (CommonMark, "Backslash escapes"), so a name
-    like ``a|b*c<script>`` shows as written, neither as emphasis, a table cell nor HTML."""
-    return MarkdownLiteral(_MD_SPECIAL.sub(r"\\\1", str(text)))
+    like ``a|b*c<script>`` shows as written, neither as emphasis, a table cell nor HTML; a
+    line break becomes a space (it would end a table row)."""
+    return MarkdownLiteral(_MD_SPECIAL.sub(r"\\\1", _one_line(str(text))))
 
 
 def markdown_text(value: object) -> object:
     """A value for report.md as text: ``|`` escaped (it would end a table cell and shift the
     row), ``<`` as ``&lt;`` (Markdown passes HTML through: a ``<script>`` in a plan value
-    would be markup). Non-text values, and text :func:`md_escape` already escaped, are
-    unchanged (Jinja prints them)."""
+    would be markup), a line break as a space (it would end a table row). Non-text values,
+    and text :func:`md_escape` already escaped, are unchanged (Jinja prints them)."""
     if not isinstance(value, str) or isinstance(value, MarkdownLiteral):
         return value
-    return value.replace("|", "\\|").replace("<", "&lt;")
+    return _one_line(value).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _one_line(text: str) -> str:
+    # a line break inside a value ends a Markdown table row (a plan value ``a\nb`` cut the
+    # row in two): each one becomes a space
+    return re.sub(r"\r\n|[\r\n]", " ", text)

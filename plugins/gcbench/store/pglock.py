@@ -19,13 +19,18 @@ postgres postmaster of the data directory the file names:
 * its start time agrees with the file's within :data:`START_TOLERANCE_S`.
 
 Anything short of that proof (including a process we may not inspect) is stale: the
-file is removed so the server can start, and no signal is ever sent to its PID.
+file is removed so the server can start, and no signal is ever sent to its PID. One
+exception keeps a file that is not proven: a server accepts connections on the Unix socket
+the file names (:func:`socket_answers`). Its PID is then one of another PID namespace (a
+server in another container sharing this data directory, or one whose ``/proc`` entry we
+may not read); removing its lock would let a second postmaster start on the same data.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,13 +152,47 @@ def socket_dirs(pgdata: Path) -> list[Path]:
     return out
 
 
+SOCKET_PROBE_TIMEOUT_S = 1.0
+"""How long :func:`socket_answers` waits for a server to accept a connection."""
+
+
+def lock_socket(path: Path, lines: list[str]) -> Path | None:
+    """The Unix socket a lock file belongs to: beside a ``.s.PGSQL.<port>.lock`` file;
+    for ``postmaster.pid`` the socket folder (line 5, else the data directory on line 2)
+    and port (line 4). None when the file does not say."""
+    if path.name.endswith(".lock"):
+        return path.with_name(path.name[: -len(".lock")])
+    port = lines[3].strip() if len(lines) > 3 else ""
+    folder = (lines[4].strip() if len(lines) > 4 else "") or (lines[1].strip() if len(lines) > 1 else "")
+    if not port.isdigit() or not folder:
+        return None
+    return Path(folder) / f".s.PGSQL.{port}"
+
+
+def socket_answers(sock: Path | None, timeout_s: float = SOCKET_PROBE_TIMEOUT_S) -> bool:
+    """Whether a process accepts connections on the Unix socket ``sock`` (a stale socket
+    file, one nobody listens on, refuses). Sends nothing; never raises."""
+    if sock is None:
+        return False
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout_s)
+    try:
+        s.connect(str(sock))
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return True
+
+
 def clear_stale_locks(pgdata: Path) -> list[LockCheck]:
     """Remove the stale lock files of the embedded server of ``pgdata``; signal nothing.
 
     ``postmaster.pid`` must be held by a postmaster of ``pgdata``; a socket lock by a
     postmaster of the data directory it names (another live server sharing the socket
     folder keeps its lock). A stale socket lock blocks the start as a stale
-    ``postmaster.pid`` does ("could not create lock file .s.PGSQL.5432.lock").
+    ``postmaster.pid`` does ("could not create lock file .s.PGSQL.5432.lock"). A file whose
+    socket accepts connections (:func:`socket_answers`) is kept, proven or not.
 
     Returns:
         The checks of the files removed (logged as warnings, with the reason).
@@ -170,6 +209,22 @@ def clear_stale_locks(pgdata: Path) -> list[LockCheck]:
             continue
         check = check_lock(path, expected)
         if check.live:
+            continue
+        ours = expected is None or (check.data_dir is not None and _same_dir(check.data_dir, expected))
+        try:
+            sock = lock_socket(path, path.read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            sock = None
+        # only a lock that names this data directory: a copied one (cp -a of a running
+        # server's folder) names the original, whose server answers but does not serve this copy
+        if ours and socket_answers(sock):
+            log.warning(
+                "kept the PostgreSQL lock file %s although %s: a server answers on %s "
+                "(another PID namespace, e.g. another container)",
+                path,
+                check.reason,
+                sock,
+            )
             continue
         try:
             path.unlink()

@@ -95,13 +95,15 @@ def safe_segment(name: str) -> str:
 def report_dir(root: Path, plan: str, run_id: str) -> Path:
     """``root/<plan>/<run_key(run id)>/``, the folder of one run's report, as
     :func:`gcbench.report.build.report_run` writes it. Where only a folder named by the
-    raw run id holds a report (older layout), that folder."""
+    raw run id holds a report (older layout), that folder, unless its report.json names
+    another run: the older key was many-to-one (``exp:1`` and ``exp+1`` were both
+    ``exp_1``), and a run whose own report is not written yet must not show another's."""
     plan_dir = Path(root) / safe_segment(plan)
     keyed = plan_dir / safe_segment(run_key(run_id))
     if not (keyed / REPORT_FILE).is_file():
         for older in (legacy_run_key(run_id), run_id):  # layouts before injective run keys
             raw = plan_dir / safe_segment(older)
-            if (raw / REPORT_FILE).is_file():
+            if (raw / REPORT_FILE).is_file() and _read_summary(raw).get("run_id", run_id) == run_id:
                 return raw
     return keyed
 

@@ -5,7 +5,7 @@ The multi-GPU study states its result in this form: "about 250 W per GPU saved 4
 energy for 0.7-1.9 % more time" (ARCHITECTURE.md). For each workload with such a factor
 GC-Bench gives
 
-* every configuration's energy and time (median over valid trials, BCa CI) and the
+* every configuration's energy and time (median over valid trials, order-statistic CI) and the
   Pareto front of the medians (no other configuration has both less energy and less
   time; :func:`gcbench.report.render.plots.pareto_front`);
 * each front configuration's change of energy and of time against the baseline

@@ -379,7 +379,7 @@ def _context(a: Analysis, plots: list[Plot]) -> dict:
             f"exact (every split of the pooled values enumerated, ties included) up to "
             f"{stats.EXACT_PERMUTATION_MAX_SPLITS:,} splits (8 vs 8), a permutation p-value from "
             f"{stats.PERMUTATION_RESAMPLES:,} random splits where a group has fewer than "
-            f"{stats.PERMUTATION_BELOW_N} trials beyond that, else the normal approximation with tie correction"
+            f"{stats.PERMUTATION_BELOW_N} trials or the values tie beyond that, else the normal approximation"
         ),
         min_valid=s.min_valid_repetitions,
         intensity=s.intensity_kg_per_kwh,

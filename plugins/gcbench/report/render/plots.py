@@ -9,7 +9,7 @@ are measured even on the simulated device (``metrics.is_simulated_metric``).
 
 How they draw, so that a reader sees the data and not only a summary:
 
-* every valid trial is a dot; over it the group's median and its bootstrap CI (and, for
+* every valid trial is a dot; over it the group's median and its order-statistic CI (and, for
   a ratio, the pooled estimate with its CI). A group with fewer than
   ``stats.MIN_N_SUMMARY`` valid trials shows only its trials' dots: no median, no CI; a CI is
   drawn only where the group's n allows one (``stats.MIN_N_INTERVAL``). No bars.
@@ -153,7 +153,17 @@ def _outside_legend(fig, drawn: Drawn, where: str = "lower center", ncol: int | 
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
+    """A workload name as part of a plot's file name, one per name: ``tinylm-infer`` ->
+    ``tinylm_infer`` (letters, digits and ``-`` only: ``-`` becomes ``_``, one-to-one); any
+    other name keeps its safe characters and gets ``~`` and 8 hex digits of its SHA-256
+    (``a_b`` -> ``a_b~...``). Before, ``a-b`` and ``a_b`` (both valid workload names) made
+    one ``metric_a_b.png``: the second plot replaced the first (round-3 kind C19)."""
+    if re.fullmatch(r"[a-z0-9-]+", text):
+        return text.replace("-", "_")
+    import hashlib
+
+    safe = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower() or "x"
+    return f"{safe}~{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 NOT_IN_EFFECT_MARK = " (not in effect)"

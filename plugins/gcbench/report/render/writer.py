@@ -106,8 +106,12 @@ def write_report(
         ("comparisons", comparisons_frame(a)),
         ("tradeoff", tradeoff_frame(a)),
     ):
-        # plan text is text: no cell a spreadsheet would evaluate as a formula (case C20)
-        frame.map(spreadsheet_text).to_csv(csv[key], index=False)
+        # plan text is text: no cell a spreadsheet would evaluate as a formula (case C20).
+        # RFC 4180 line ends: the csv module quotes a cell holding any character of the line
+        # terminator, so a carriage return inside plan text (``note=\r=1``) is quoted; with
+        # "\n" it was written bare, a reader ended the row there and the rest (``=1]``)
+        # began a cell of its own
+        frame.map(spreadsheet_text).to_csv(csv[key], index=False, lineterminator="\r\n")
     summary = dict(
         plan_name=data.plan_name,
         run_id=data.run_id,
