@@ -194,3 +194,68 @@ def test_a_node_meter_is_host_wide_and_its_shared_window_is_apportioned(tmp_path
     assert main["node_energy_whole_j"] == 1000.0 and main["node_energy_j"] == pytest.approx(500.0)
     assert main["node"]["method"] == "ipmi-node-power-integration-apportioned"
     assert "node_energy_shared" in main["flags"] and "B #0" in main["node"]["reason"]
+
+
+class _Register:
+    """A presence whose register holds given lifetimes (monotonic s) of the other trials."""
+
+    note = None
+
+    def __init__(self, lifetimes: dict[str, tuple[float, float]], me: str):
+        self.others = {k: v for k, v in lifetimes.items() if k != me}
+
+    def concurrent(self, start: float, end: float) -> list[tuple[str, float, float]]:
+        return sorted((k, max(a, start), min(b, end)) for k, (a, b) in self.others.items() if a < end and b > start)
+
+
+def test_three_partly_overlapping_trials_with_package_and_dram_add_up_to_the_socket():
+    # A [0, 3] s, B [1, 4] s, C [2, 5] s on one socket drawing 100 W package + 20 W DRAM
+    lifetimes = {"A": (0.0, 3.0), "B": (1.0, 4.0), "C": (2.0, 5.0)}
+    totals = {"package": 0.0, "dram": 0.0, "cpu": 0.0}
+    for me, (a, b) in lifetimes.items():
+        d = b - a
+        energy = {
+            "main": {
+                "cpu_energy_j": 120.0 * d,
+                "cpu": [
+                    {"device": "package-0", "energy_j": 100.0 * d, "method": "rapl-counter"},
+                    {"device": "dram-0", "energy_j": 20.0 * d, "method": "rapl-counter"},
+                ],
+            }
+        }
+        out = hostshare.apply(energy, {"main": {"start_s": a, "end_s": b}}, 0.0, _Register(lifetimes, me))
+        main = energy["main"]
+        assert hostshare.FLAG in main["flags"] and main["cpu_energy_socket_j"] == pytest.approx(120.0 * d)
+        assert [dom["method"] for dom in main["cpu"]] == ["rapl-apportioned"] * 2
+        assert out["share"]["main"] == pytest.approx({"A": 11 / 18, "B": 4 / 9, "C": 11 / 18}[me])
+        totals["package"] += main["cpu"][0]["energy_j"]
+        totals["dram"] += main["cpu"][1]["energy_j"]
+        totals["cpu"] += main["cpu_energy_j"]
+    # the socket ran 5 s: 500 J package, 100 J DRAM, booked once in all
+    assert totals == pytest.approx({"package": 500.0, "dram": 100.0, "cpu": 600.0})
+
+
+def test_the_register_lock_opens_for_every_user_whatever_the_umask(tmp_path):
+    # a capped trial's container runs as root: with umask 022 its lock file was 0644 and a
+    # worker's trial could not open it (its register 'not writable', concurrency unchecked)
+    import os
+    import stat
+
+    folder = tmp_path / "reg"
+    old = os.umask(0o022)
+    try:
+        me = hostshare.HostPresence("t1", "me #0", folder).register()
+    finally:
+        os.umask(old)
+    assert me.note is None
+    assert stat.S_IMODE((folder / hostshare.LOCK_NAME).stat().st_mode) == 0o666
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o1777
+    me.close()
+
+
+def test_prepare_share_dir_makes_the_folder_a_docker_runner_mounts(tmp_path, monkeypatch):
+    import stat
+
+    monkeypatch.setenv("GCBENCH_HOST_SHARE_DIR", str(tmp_path / "a" / "share"))
+    folder = hostshare.prepare_share_dir()
+    assert folder == tmp_path / "a" / "share" and stat.S_IMODE(folder.stat().st_mode) == 0o1777

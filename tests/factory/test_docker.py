@@ -5,7 +5,7 @@ from pathlib import Path
 
 from docker.types import DeviceRequest, Mount
 
-from gcbench.factory.docker import CONTAINER_OUTDIR, trial_operator_kwargs
+from gcbench.factory.docker import CONTAINER_HOST_SHARE, CONTAINER_OUTDIR, trial_operator_kwargs
 from gcbench.plan import expand, plan_from_text
 
 PLAN = """\
@@ -38,11 +38,14 @@ def test_trial_container_arguments():
     assert kw["image"] == "registry.example/gcbench-trial:1.0"
     assert kw["command"] == ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR]
     assert kw["auto_remove"] == "force" and kw["mount_tmp_dir"] is False and kw["network_mode"] == "none"
-    out, cache = kw["mounts"]
+    out, cache, share = kw["mounts"]
     assert isinstance(out, Mount)
     assert out["Source"] == "/data/runs/x" and out["Target"] == CONTAINER_OUTDIR and out["Type"] == "bind"
     assert out["ReadOnly"] is False
     assert cache["Source"] == "/data/home/cache" and cache["ReadOnly"] is False
+    # the host's register of running trials (C13): the container's own /tmp would hide its neighbours
+    assert share["Source"] == os.environ["GCBENCH_HOST_SHARE_DIR"] and share["Target"] == CONTAINER_HOST_SHARE
+    assert share["ReadOnly"] is False and kw["environment"]["GCBENCH_HOST_SHARE_DIR"] == CONTAINER_HOST_SHARE
     # every GPU is visible, CUDA_VISIBLE_DEVICES selects the trial's in PCI order (NVML keeps host indices)
     (req,) = kw["device_requests"]
     assert isinstance(req, DeviceRequest) and req.count == -1 and req.capabilities == [["gpu"]]

@@ -78,6 +78,23 @@ def share_dir() -> Path:
     return Path(os.environ.get("GCBENCH_HOST_SHARE_DIR") or DEFAULT_DIR)
 
 
+def prepare_share_dir() -> Path:
+    """Create the register folder (:func:`share_dir`), writable by every user (mode 1777,
+    where this user may set it), and return it. A runner that starts a trial container
+    calls it before bind-mounting the folder into the container.
+
+    Raises:
+        OSError: the folder cannot be created.
+    """
+    folder = share_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.chmod(0o1777)
+    except OSError:
+        pass  # another user's folder: it is theirs to open
+    return folder
+
+
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -129,6 +146,10 @@ class HostPresence:
             fd = os.open(lock, os.O_RDWR)
         except FileNotFoundError:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            try:  # the umask took write from the others: a trial of another user (a capped
+                os.fchmod(fd, 0o666)  # trial's container runs as root) must open it too
+            except OSError:
+                pass
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
