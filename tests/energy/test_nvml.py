@@ -281,3 +281,33 @@ def test_counter_187_j_against_integrated_327_j_over_5_s_idle_flags_the_window()
     assert flags == ["cross_check_disagreement"]
     dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5, cross_check_invalid=0.6)
     assert flags == [] and dev.cross_check_verdict == "ok"
+
+
+@pytest.mark.parametrize(
+    ("arch", "role"),
+    [
+        (pynvml.NVML_DEVICE_ARCH_VOLTA, "power_instant_w"),  # V100: nvmlDeviceGetPowerUsage is instant
+        (pynvml.NVML_DEVICE_ARCH_TURING, "power_instant_w"),  # T4
+        (pynvml.NVML_DEVICE_ARCH_AMPERE, "power_w"),  # the 1-s average
+        (pynvml.NVML_DEVICE_ARCH_HOPPER, "power_w"),
+        (None, "power_w"),  # architecture unknown: taken as the average
+    ],
+)
+def test_power_usage_fallback_fills_the_role_of_its_architecture_c16(monkeypatch, arch, role):
+    # before Ampere nvmlDeviceGetPowerUsage is the instant power: read as the 1-s average it
+    # would be integrated 0.57 s late (a Pascal GPU has no counter to fall back on)
+    nv = FakeGpus().install(monkeypatch)
+
+    def broken(handle, ids):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def architecture(handle):
+        if arch is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return arch
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", broken)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetArchitecture", architecture)
+    row = nvml.NvmlReader(nv, UUIDS).read(1, counter=False, extras=False)
+    other = ({"power_w", "power_instant_w"} - {role}).pop()
+    assert row[role] == 119.5 and row[other] is None
