@@ -141,7 +141,8 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     def start(extra_env: dict[str, str]) -> Any:
         from gcbench.workloads.control import ENV_VAR
 
-        kwargs = container_kwargs(spec, outdir, extra_env[ENV_VAR], getattr(ctx.meter, "gpus", None))
+        measured = getattr(getattr(ctx, "meter", None), "gpus", None)  # the GPUs measured (Meter.gpus)
+        kwargs = container_kwargs(spec, outdir, extra_env[ENV_VAR], measured)
         try:
             old = client.containers.get(kwargs["name"])
             old.remove(force=True)  # an earlier attempt's container, left by a killed worker
