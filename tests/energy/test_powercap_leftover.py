@@ -301,3 +301,41 @@ def test_docker_runner_restores_the_cap_of_a_container_removed_mid_trial(gpu, tm
     assert limit_w(gpu) == 700.0
     assert json.loads((outdir / POWER_CAP_FILE).read_text())["state"] == "restored"
     assert "power limit restored by the runner: gpu0 700 W" in (outdir / "runner.log").read_text()
+
+
+def test_two_gpus_capped_one_restore_failing_is_left_for_the_runner_then_restored(tmp_path, monkeypatch):
+    # gpu1's restore fails in the trial (a transient NVML error): gpu0 is back, the record
+    # still says applied with both GPUs, and the runner afterwards restores gpu1
+    import pynvml
+
+    from gcbench.energy.powercap import PowerCapRestoreError, restore_leftover
+
+    limits = {0: 700_000, 1: 700_000}
+    failing = {"on": False}
+
+    def set_limit(h, mw):
+        if failing["on"] and h == 1 and mw == 700_000:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        limits[h] = mw
+
+    for name, fn in {
+        "nvmlInit": lambda: None,
+        "nvmlShutdown": lambda: None,
+        "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetPowerManagementLimit": lambda h: limits[h],
+        "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: 700_000,
+        "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: [200_000, 700_000],
+        "nvmlDeviceGetEnforcedPowerLimit": lambda h: limits[h],
+        "nvmlDeviceSetPowerManagementLimit": set_limit,
+    }.items():
+        monkeypatch.setattr(pynvml, name, fn)
+    with pytest.raises(PowerCapRestoreError, match="gpu1"):
+        with TrialPowerCap(250, [0, 1], tmp_path):
+            assert limits == {0: 250_000, 1: 250_000}
+            failing["on"] = True
+    assert limits == {0: 700_000, 1: 250_000}
+    record = json.loads((tmp_path / POWER_CAP_FILE).read_text())
+    assert record["state"] == "applied" and [g["index"] for g in record["gpus"]] == [0, 1]
+    failing["on"] = False
+    assert restore_leftover(tmp_path) == "power limit restored by the runner: gpu0 700 W, gpu1 700 W"
+    assert limits == {0: 700_000, 1: 700_000}
