@@ -11,6 +11,7 @@ keep CPU figures that add up to what the socket drew.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -161,7 +162,8 @@ def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
     me = hostshare.HostPresence("t1", "me #0", folder).register()
     now = time.monotonic()
     assert me.concurrent(now - 1, now + 1) == []
-    assert len(list(folder.glob("*.json"))) == 1  # the dead entry was dropped; only this trial's is left
+    # not counted, but kept: a trial that ran beside the killed one still needs it (only a stale one is deleted)
+    assert len(list(folder.glob("*.json"))) == 2
     me.close()
 
 
@@ -259,3 +261,32 @@ def test_prepare_share_dir_makes_the_folder_a_docker_runner_mounts(tmp_path, mon
     monkeypatch.setenv("GCBENCH_HOST_SHARE_DIR", str(tmp_path / "a" / "share"))
     folder = hostshare.prepare_share_dir()
     assert folder == tmp_path / "a" / "share" and stat.S_IMODE(folder.stat().st_mode) == 0o1777
+
+
+def test_a_trial_that_started_beside_this_one_and_was_killed_still_counts(tmp_path):
+    # B registers after A began and is SIGKILLed before A's window ends: its entry stays
+    # open with a dead pid; before the fix A dropped it (not alive, not seen at A's start)
+    # and booked the socket's whole energy, B's CPU load included, unflagged
+    folder = tmp_path / "reg"
+    me = hostshare.HostPresence("t1", "me #0", folder).register()
+    start = time.monotonic()
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from gcbench.energy.hostshare import HostPresence; "
+            "HostPresence('deadbeef', 'killed #0', sys.argv[1]).register()",
+            str(folder),
+        ],
+        check=True,
+    )
+    end = time.monotonic() + 1.0
+    (found,) = me.concurrent(start, end)
+    assert found[0].startswith("killed #0 (deadbeef, pid ") and found[2] == end  # its end unknown: to the window's
+    # a trial registered after B died never saw it run: B is left out for it, and kept for A
+    later = hostshare.HostPresence("t2", "later #0", folder).register()
+    now = time.monotonic()
+    assert [label for label, _, _ in later.concurrent(now, now + 1)] == [f"me #0 (t1, pid {os.getpid()})"]
+    assert [label.split(" (")[0] for label, _, _ in me.concurrent(start, end)] == ["killed #0", "later #0"]
+    later.close()
+    me.close()

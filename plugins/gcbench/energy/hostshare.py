@@ -27,7 +27,8 @@ too (the lease), and its figure of a shared window is apportioned alike
 Registration and reading take one ``flock`` on the folder's lock file, so a trial that
 registers before another's window ends is always seen by it. A process killed with
 SIGKILL leaves its entry open: it counts as concurrent for trials that saw it alive
-when they started (it may have run into their window) and is dropped otherwise.
+when they started or that it started after (it may have run into their window), and is
+dropped by the others.
 """
 
 from __future__ import annotations
@@ -209,12 +210,17 @@ class HostPresence:
             age_s = time.time() - float(entry.get("written_unix") or 0)
             ended = entry.get("end_monotonic") is not None
             stale = entry.get("boot_id") != boot or age_s > (ENDED_KEEP_S if ended else STALE_S)
+            began = entry.get("start_monotonic")
+            after_me = self.path is not None and isinstance(began, (int, float)) and began >= self.start_monotonic
             if stale or (
-                entry.get("end_monotonic") is None and not self._alive(entry) and p.name not in self._alive_at_start
+                entry.get("end_monotonic") is None
+                and not self._alive(entry)
+                and p.name not in self._alive_at_start
+                and not after_me  # one that began after this trial and was killed ran beside it
             ):
-                if stale or entry.get("end_monotonic") is None:
-                    try:
-                        p.unlink()  # dead before this trial began, or from another boot
+                if stale:  # from another boot or too old for any trial; a killed trial's entry
+                    try:  # stays for the trials that ran beside it
+                        p.unlink()
                     except OSError:
                         pass
                 continue
