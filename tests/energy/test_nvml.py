@@ -311,3 +311,20 @@ def test_power_usage_fallback_fills_the_role_of_its_architecture_c16(monkeypatch
     row = nvml.NvmlReader(nv, UUIDS).read(1, counter=False, extras=False)
     other = ({"power_w", "power_instant_w"} - {role}).pop()
     assert row[role] == 119.5 and row[other] is None
+
+
+def test_a_missing_average_field_beside_an_instant_one_is_filled_from_power_usage_on_ampere(monkeypatch):
+    # the instant field answers, the average one does not: on Ampere and newer
+    # nvmlDeviceGetPowerUsage is the average (kept for the cross-check); before, it is not
+    nv = FakeGpus().install(monkeypatch)
+    real = pynvml.nvmlDeviceGetFieldValues
+
+    def no_average(handle, ids):
+        inst, avg = real(handle, ids)
+        return inst, SimpleNamespace(fieldId=avg.fieldId, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", no_average)
+    for arch, average_w in ((pynvml.NVML_DEVICE_ARCH_HOPPER, 119.5), (pynvml.NVML_DEVICE_ARCH_TURING, None)):
+        monkeypatch.setattr(pynvml, "nvmlDeviceGetArchitecture", lambda h, a=arch: a)
+        row = nvml.NvmlReader(nv, UUIDS).read(1, counter=False, extras=False)
+        assert row["power_instant_w"] is not None and row["power_w"] == average_w

@@ -329,7 +329,7 @@ class NvmlReader:
                     row[key] = None if mw is None else mw / 1e3
             except nv.NVMLError:
                 self.fields_ok[i] = False
-        if row["power_w"] is None and row["power_instant_w"] is None:
+        if row[self.usage_role[i]] is None:
             try:
                 row[self.usage_role[i]] = nv.nvmlDeviceGetPowerUsage(h) / 1e3
             except nv.NVMLError:
