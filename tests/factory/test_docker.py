@@ -120,3 +120,13 @@ def test_both_runners_tell_the_trial_the_hosts_gpus_for_its_cpu_slice(monkeypatc
     monkeypatch.setenv("GCBENCH_HOST_DEVICES", "0,1,2,3,4,5,6,7")
     assert "GCBENCH_HOST_DEVICES" not in trial_env(spec)
     assert "GCBENCH_HOST_DEVICES" not in trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))["environment"]
+
+
+def test_without_a_share_dir_set_the_register_is_mounted_from_the_home_on_the_docker_host(monkeypatch):
+    """In docker-compose.yml the worker's /tmp is not a folder of the host, and the engine
+    refuses a bind mount whose source does not exist: the register lives under
+    GCBENCH_HOME, a path the host and the worker container share."""
+    monkeypatch.delenv("GCBENCH_HOST_SHARE_DIR", raising=False)
+    kw = trial_operator_kwargs(specs()["copy"], "img:1", Path("/data/runs/x"), home=Path("/data/home"))
+    share = next(m for m in kw["mounts"] if m["Target"] == CONTAINER_HOST_SHARE)
+    assert share["Source"] == "/data/home/host-share" and share["Type"] == "bind"

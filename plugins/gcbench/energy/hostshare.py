@@ -79,15 +79,16 @@ def share_dir() -> Path:
     return Path(os.environ.get("GCBENCH_HOST_SHARE_DIR") or DEFAULT_DIR)
 
 
-def prepare_share_dir() -> Path:
-    """Create the register folder (:func:`share_dir`), writable by every user (mode 1777,
-    where this user may set it), and return it. A runner that starts a trial container
-    calls it before bind-mounting the folder into the container.
+def prepare_share_dir(folder: Path | None = None) -> Path:
+    """Create the register folder (``folder``, default :func:`share_dir`), writable by
+    every user (mode 1777, where this user may set it), and return it. A runner that
+    starts a trial container calls it before bind-mounting the folder into the container
+    (the engine refuses a bind mount whose source does not exist).
 
     Raises:
         OSError: the folder cannot be created.
     """
-    folder = share_dir()
+    folder = share_dir() if folder is None else Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     try:
         folder.chmod(0o1777)

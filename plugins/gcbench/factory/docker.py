@@ -77,6 +77,16 @@ def needs_native_tokenizer(spec: TrialSpec) -> bool:
     return spec.preprocessor is not None
 
 
+def host_share_source(home: str | Path) -> Path:
+    """The folder on the Docker host bind-mounted as the trial containers' register of
+    running trials (:mod:`gcbench.energy.hostshare`): ``GCBENCH_HOST_SHARE_DIR`` when
+    set, else ``<home>/host-share``. Under ``GCBENCH_HOME`` because that path is the same
+    on the host and in an Airflow worker container (docker-compose.yml mounts the storage
+    folder at its own path); the worker's ``/tmp`` is not a folder of the host."""
+    env = os.environ.get("GCBENCH_HOST_SHARE_DIR")
+    return Path(env) if env else Path(home) / "host-share"
+
+
 def trial_operator_kwargs(
     spec: TrialSpec,
     image: str,
@@ -134,11 +144,9 @@ def trial_operator_kwargs(
                 read_only=True,
             ),
         ]
-    from gcbench.energy.hostshare import share_dir
-
     # the host's register of running trials: a container's own /tmp would hide the trials
     # beside it, and its RAPL (or node meter) reading would be booked whole (C13)
-    mounts.append(Mount(target=CONTAINER_HOST_SHARE, source=str(share_dir()), type="bind", read_only=False))
+    mounts.append(Mount(target=CONTAINER_HOST_SHARE, source=str(host_share_source(home)), type="bind", read_only=False))
     environment = {
         "GCBENCH_HOST_SHARE_DIR": CONTAINER_HOST_SHARE,
         "PYTHONUNBUFFERED": "1",
@@ -271,7 +279,8 @@ def run_docker(
     (Path(op.mounts[1]["Source"])).mkdir(parents=True, exist_ok=True)  # the shared cache
     from gcbench.energy.hostshare import prepare_share_dir
 
-    prepare_share_dir()  # bind-mounted: it must exist, writable by root's and the worker's trials
+    # bind-mounted: it must exist, writable by root's and the worker's trials
+    prepare_share_dir(next(Path(m["Source"]) for m in op.mounts if m["Target"] == CONTAINER_HOST_SHARE))
     killed = threading.Event()
     previous = None
     in_main_thread = threading.current_thread() is threading.main_thread()
