@@ -45,11 +45,15 @@ class Nights:
         gpus: list[dict] | None = None,
         driver: str | None = "580.65.06",
         simulated: bool = False,
+        backend: str | None = None,
     ) -> str:
         plan = load_plan(CASE / plan_file)
         logical = NIGHT0 + timedelta(days=day)
         run_id = f"scheduled__{logical.isoformat()}"
-        result = {"environment": {"gpus": H200 if gpus is None else gpus, "driver": driver}}
+        result = {
+            "environment": {"gpus": H200 if gpus is None else gpus, "driver": driver},
+            "measurement": {"backend": backend or ("simulated" if simulated else "nvml")},
+        }
         with self.conn.cursor() as cur:
             cur.execute(
                 "INSERT INTO dag_runs (plan_name, dag_id, run_id, logical_date) VALUES (%s, %s, %s, %s) RETURNING id",
@@ -136,6 +140,8 @@ def test_a_real_regression_under_unchanged_conditions_is_still_found(nights):
     [
         ({"gpus": A100}, "GPU model NVIDIA H200 -> NVIDIA A100-SXM4-80GB"),
         ({"driver": "590.10"}, "driver 580.65.06 -> 590.10"),
+        # energy.backend auto fell back from NVML's counter to nvidia-smi's power readings
+        ({"backend": "nvidia-smi"}, "energy backend nvml -> nvidia-smi"),
         (
             {"simulated": True, "gpus": [{"label": "gpu0", "index": 0}], "driver": None},
             "GPU model NVIDIA H200 -> unknown; driver 580.65.06 -> unknown; measured before, simulated tonight",

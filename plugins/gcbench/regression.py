@@ -11,7 +11,8 @@ for H2D, GPU J for ResNet, seconds for the no-op) of **valid** trials only:
   last ``baseline_runs`` earlier nights (logical dates before tonight's) that have any,
   pooled. The conditions (:func:`trial_conditions`) are the trial spec without its
   repetition and seed (workload, settings, factors, warm-up, window, energy settings), the
-  GPU model, the driver version and whether the energy was simulated. Nights of an
+  GPU model, the driver version, whether the energy was simulated and, where recorded,
+  the energy backend that measured (NVML's counter or nvidia-smi's power readings). Nights of an
   earlier plan edit, another GPU model or driver, or simulated against measured energy
   are never pooled with tonight: with too few nights left the group is *not checked*,
   "no comparable baseline", and the note says what changed (case C17: a window edited
@@ -66,7 +67,11 @@ placement, the repetition index and the seed derived from it."""
 
 
 def trial_conditions(
-    spec: dict[str, Any] | None, gpus: list[dict] | None, driver: str | None, simulated: bool | None
+    spec: dict[str, Any] | None,
+    gpus: list[dict] | None,
+    driver: str | None,
+    simulated: bool | None,
+    backend: str | None = None,
 ) -> dict[str, Any]:
     """What two trials of a variant must share to be compared.
 
@@ -77,9 +82,15 @@ def trial_conditions(
         gpus: ``result.json``'s ``environment.gpus`` (each may have a ``name``).
         driver: ``environment.driver`` (NVML's driver version), None if unknown.
         simulated: whether the trial's energy came from the simulated device.
+        backend: the energy backend that measured (``measurement.backend``: ``nvml``,
+            ``nvidia-smi``, ...): ``energy.backend: auto`` falls back from NVML's energy
+            counter to nvidia-smi's power readings, which measure the same GPU otherwise.
+            None (unknown, a result written before it was recorded) is left out, so such
+            trials still compare with each other.
 
     Returns:
-        ``{"spec": ..., "gpu_model": str | None, "driver": str | None, "simulated": bool}``.
+        ``{"spec": ..., "gpu_model": str | None, "driver": str | None, "simulated": bool}``
+        and ``"backend"`` when known.
     """
     from gcbench.spec import TrialSpec
 
@@ -89,12 +100,15 @@ def trial_conditions(
     except ValueError:  # pydantic's ValidationError is a ValueError: keep the stored JSON
         pass
     names = sorted({str(g["name"]) for g in gpus or [] if isinstance(g, dict) and g.get("name")})
-    return {
+    out = {
         "spec": {k: v for k, v in data.items() if k not in _NOT_CONDITIONS},
         "gpu_model": ", ".join(names) or None,
         "driver": driver or None,
         "simulated": bool(simulated),
     }
+    if backend:
+        out["backend"] = str(backend)
+    return out
 
 
 def conditions_key(conditions: dict[str, Any]) -> str:
@@ -124,8 +138,9 @@ def describe_change(before: dict[str, Any], now: dict[str, Any], limit: int = 3)
         parts.append(f"{k} {json.dumps(a.get(k, 'unset'))} -> {json.dumps(b.get(k, 'unset'))}")
     if len(fields) > limit:
         parts.append(f"{len(fields) - limit} more spec field(s)")
-    for key, what in (("gpu_model", "GPU model"), ("driver", "driver")):
-        if before.get(key) != now.get(key):
+    same_kind = bool(before.get("simulated")) == bool(now.get("simulated"))  # else "simulated before" says it
+    for key, what in (("gpu_model", "GPU model"), ("driver", "driver"), ("backend", "energy backend")):
+        if before.get(key) != now.get(key) and (key != "backend" or same_kind):
             parts.append(f"{what} {before.get(key) or 'unknown'} -> {now.get(key) or 'unknown'}")
     if bool(before.get("simulated")) != bool(now.get("simulated")):
         word = {True: "simulated", False: "measured"}
@@ -364,12 +379,15 @@ def _primary_metric_json() -> str:
     return json.dumps(primary_metrics())
 
 
-_CONDITION_SQL = "t.spec, t.result #> '{environment,gpus}', t.result #> '{environment,driver}', t.simulated"
+_CONDITION_SQL = (
+    "t.spec, t.result #> '{environment,gpus}', t.result #> '{environment,driver}', t.simulated, "
+    "t.result #>> '{measurement,backend}'"
+)
 """What :func:`trial_conditions` needs of a stored trial."""
 
 
 def _frame(rows: list[tuple], columns: list[str]) -> pandas.DataFrame:
-    """Rows ``(*value columns but conditions, spec, gpus, driver, simulated, *rest)`` as a
+    """Rows ``(*value columns but conditions, spec, gpus, driver, simulated, backend, *rest)`` as a
     frame with a ``conditions`` key column; ``frame.attrs["conditions"]`` maps each key to
     its :func:`trial_conditions`."""
     import pandas as pd
@@ -378,10 +396,10 @@ def _frame(rows: list[tuple], columns: list[str]) -> pandas.DataFrame:
     table: dict[str, dict[str, Any]] = {}
     out = []
     for row in rows:
-        cond = trial_conditions(row[n], row[n + 1], row[n + 2], row[n + 3])
+        cond = trial_conditions(row[n], row[n + 1], row[n + 2], row[n + 3], row[n + 4])
         key = conditions_key(cond)
         table.setdefault(key, cond)
-        out.append((*row[:n], key, *row[n + 4 :]))
+        out.append((*row[:n], key, *row[n + 5 :]))
     frame = pd.DataFrame(out, columns=columns)
     frame.attrs["conditions"] = table
     return frame

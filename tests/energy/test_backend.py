@@ -323,3 +323,16 @@ def test_every_method_label_a_backend_builds_has_a_description():
     assert backend.describe_method("amdsmi-counter-edge-corrected").startswith("amdsmi: energy counter")
     assert backend.describe_method("hwmon") == "hwmon energy counters (package scope)"
     assert backend.describe_method("no-such-method") is None
+
+
+def test_instant_power_draw_of_a_gpu_before_ampere_is_integrated_unshifted_c16():
+    """A Turing GPU on a driver before 530: power.draw is instant (smi.power_draw_roles puts it
+    in the instant role); 300 W for 2 s after 60 W idle, read at 20 Hz. In the average role
+    it would be shifted by 0.57 s: the burst's last second would read 163 J."""
+    t = np.arange(0, 20, 0.05)
+    p = np.where((t >= 10) & (t < 12), 300.0, 60.0)
+    nan = np.full_like(t, np.nan)
+    dev, _ = gpu_window_energy(DeviceSeries(t, nan, p, nan, "nvidia-smi"), "gpu0", 11.0, 12.0, has_counter=False)
+    assert dev.method == "nvidia-smi-power-integration" and dev.energy_j == pytest.approx(300.0, rel=0.025)
+    shifted, _ = gpu_window_energy(DeviceSeries(t, p, nan, nan, "nvidia-smi"), "gpu0", 11.0, 12.0, has_counter=False)
+    assert shifted.energy_j < 0.55 * dev.energy_j  # 0.43 s of 300 W and 0.57 s of 60 W: -45 %

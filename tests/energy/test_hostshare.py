@@ -11,6 +11,7 @@ keep CPU figures that add up to what the socket drew.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -161,7 +162,8 @@ def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
     me = hostshare.HostPresence("t1", "me #0", folder).register()
     now = time.monotonic()
     assert me.concurrent(now - 1, now + 1) == []
-    assert len(list(folder.glob("*.json"))) == 1  # the dead entry was dropped; only this trial's is left
+    # not counted, but kept: a trial that ran beside the killed one still needs it (only a stale one is deleted)
+    assert len(list(folder.glob("*.json"))) == 2
     me.close()
 
 
@@ -194,3 +196,97 @@ def test_a_node_meter_is_host_wide_and_its_shared_window_is_apportioned(tmp_path
     assert main["node_energy_whole_j"] == 1000.0 and main["node_energy_j"] == pytest.approx(500.0)
     assert main["node"]["method"] == "ipmi-node-power-integration-apportioned"
     assert "node_energy_shared" in main["flags"] and "B #0" in main["node"]["reason"]
+
+
+class _Register:
+    """A presence whose register holds given lifetimes (monotonic s) of the other trials."""
+
+    note = None
+
+    def __init__(self, lifetimes: dict[str, tuple[float, float]], me: str):
+        self.others = {k: v for k, v in lifetimes.items() if k != me}
+
+    def concurrent(self, start: float, end: float) -> list[tuple[str, float, float]]:
+        return sorted((k, max(a, start), min(b, end)) for k, (a, b) in self.others.items() if a < end and b > start)
+
+
+def test_three_partly_overlapping_trials_with_package_and_dram_add_up_to_the_socket():
+    # A [0, 3] s, B [1, 4] s, C [2, 5] s on one socket drawing 100 W package + 20 W DRAM
+    lifetimes = {"A": (0.0, 3.0), "B": (1.0, 4.0), "C": (2.0, 5.0)}
+    totals = {"package": 0.0, "dram": 0.0, "cpu": 0.0}
+    for me, (a, b) in lifetimes.items():
+        d = b - a
+        energy = {
+            "main": {
+                "cpu_energy_j": 120.0 * d,
+                "cpu": [
+                    {"device": "package-0", "energy_j": 100.0 * d, "method": "rapl-counter"},
+                    {"device": "dram-0", "energy_j": 20.0 * d, "method": "rapl-counter"},
+                ],
+            }
+        }
+        out = hostshare.apply(energy, {"main": {"start_s": a, "end_s": b}}, 0.0, _Register(lifetimes, me))
+        main = energy["main"]
+        assert hostshare.FLAG in main["flags"] and main["cpu_energy_socket_j"] == pytest.approx(120.0 * d)
+        assert [dom["method"] for dom in main["cpu"]] == ["rapl-apportioned"] * 2
+        assert out["share"]["main"] == pytest.approx({"A": 11 / 18, "B": 4 / 9, "C": 11 / 18}[me])
+        totals["package"] += main["cpu"][0]["energy_j"]
+        totals["dram"] += main["cpu"][1]["energy_j"]
+        totals["cpu"] += main["cpu_energy_j"]
+    # the socket ran 5 s: 500 J package, 100 J DRAM, booked once in all
+    assert totals == pytest.approx({"package": 500.0, "dram": 100.0, "cpu": 600.0})
+
+
+def test_the_register_lock_opens_for_every_user_whatever_the_umask(tmp_path):
+    # a capped trial's container runs as root: with umask 022 its lock file was 0644 and a
+    # worker's trial could not open it (its register 'not writable', concurrency unchecked)
+    import os
+    import stat
+
+    folder = tmp_path / "reg"
+    old = os.umask(0o022)
+    try:
+        me = hostshare.HostPresence("t1", "me #0", folder).register()
+    finally:
+        os.umask(old)
+    assert me.note is None
+    assert stat.S_IMODE((folder / hostshare.LOCK_NAME).stat().st_mode) == 0o666
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o1777
+    me.close()
+
+
+def test_prepare_share_dir_makes_the_folder_a_docker_runner_mounts(tmp_path, monkeypatch):
+    import stat
+
+    monkeypatch.setenv("GCBENCH_HOST_SHARE_DIR", str(tmp_path / "a" / "share"))
+    folder = hostshare.prepare_share_dir()
+    assert folder == tmp_path / "a" / "share" and stat.S_IMODE(folder.stat().st_mode) == 0o1777
+
+
+def test_a_trial_that_started_beside_this_one_and_was_killed_still_counts(tmp_path):
+    # B registers after A began and is SIGKILLed before A's window ends: its entry stays
+    # open with a dead pid; before the fix A dropped it (not alive, not seen at A's start)
+    # and booked the socket's whole energy, B's CPU load included, unflagged
+    folder = tmp_path / "reg"
+    me = hostshare.HostPresence("t1", "me #0", folder).register()
+    start = time.monotonic()
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from gcbench.energy.hostshare import HostPresence; "
+            "HostPresence('deadbeef', 'killed #0', sys.argv[1]).register()",
+            str(folder),
+        ],
+        check=True,
+    )
+    end = time.monotonic() + 1.0
+    (found,) = me.concurrent(start, end)
+    assert found[0].startswith("killed #0 (deadbeef, pid ") and found[2] == end  # its end unknown: to the window's
+    # a trial registered after B died never saw it run: B is left out for it, and kept for A
+    later = hostshare.HostPresence("t2", "later #0", folder).register()
+    now = time.monotonic()
+    assert [label for label, _, _ in later.concurrent(now, now + 1)] == [f"me #0 (t1, pid {os.getpid()})"]
+    assert [label.split(" (")[0] for label, _, _ in me.concurrent(start, end)] == ["killed #0", "later #0"]
+    later.close()
+    me.close()

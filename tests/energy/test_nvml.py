@@ -281,3 +281,50 @@ def test_counter_187_j_against_integrated_327_j_over_5_s_idle_flags_the_window()
     assert flags == ["cross_check_disagreement"]
     dev, flags = gpu_window_energy(series, "gpu0", 0.5, 5.5, cross_check_threshold=0.5, cross_check_invalid=0.6)
     assert flags == [] and dev.cross_check_verdict == "ok"
+
+
+@pytest.mark.parametrize(
+    ("arch", "role"),
+    [
+        (pynvml.NVML_DEVICE_ARCH_VOLTA, "power_instant_w"),  # V100: nvmlDeviceGetPowerUsage is instant
+        (pynvml.NVML_DEVICE_ARCH_TURING, "power_instant_w"),  # T4
+        (pynvml.NVML_DEVICE_ARCH_AMPERE, "power_w"),  # the 1-s average
+        (pynvml.NVML_DEVICE_ARCH_HOPPER, "power_w"),
+        (None, "power_w"),  # architecture unknown: taken as the average
+    ],
+)
+def test_power_usage_fallback_fills_the_role_of_its_architecture_c16(monkeypatch, arch, role):
+    # before Ampere nvmlDeviceGetPowerUsage is the instant power: read as the 1-s average it
+    # would be integrated 0.57 s late (a Pascal GPU has no counter to fall back on)
+    nv = FakeGpus().install(monkeypatch)
+
+    def broken(handle, ids):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def architecture(handle):
+        if arch is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return arch
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", broken)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetArchitecture", architecture)
+    row = nvml.NvmlReader(nv, UUIDS).read(1, counter=False, extras=False)
+    other = ({"power_w", "power_instant_w"} - {role}).pop()
+    assert row[role] == 119.5 and row[other] is None
+
+
+def test_a_missing_average_field_beside_an_instant_one_is_filled_from_power_usage_on_ampere(monkeypatch):
+    # the instant field answers, the average one does not: on Ampere and newer
+    # nvmlDeviceGetPowerUsage is the average (kept for the cross-check); before, it is not
+    nv = FakeGpus().install(monkeypatch)
+    real = pynvml.nvmlDeviceGetFieldValues
+
+    def no_average(handle, ids):
+        inst, avg = real(handle, ids)
+        return inst, SimpleNamespace(fieldId=avg.fieldId, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetFieldValues", no_average)
+    for arch, average_w in ((pynvml.NVML_DEVICE_ARCH_HOPPER, 119.5), (pynvml.NVML_DEVICE_ARCH_TURING, None)):
+        monkeypatch.setattr(pynvml, "nvmlDeviceGetArchitecture", lambda h, a=arch: a)
+        row = nvml.NvmlReader(nv, UUIDS).read(1, counter=False, extras=False)
+        assert row["power_instant_w"] is not None and row["power_w"] == average_w

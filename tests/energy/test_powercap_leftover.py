@@ -202,3 +202,140 @@ def test_a_power_cap_that_is_not_positive_watts_is_a_plan_error():
 
     with pytest.raises(PlanError, match=r"workloads\[0\]\.settings\.power_cap_w.*positive number of watts"):
         plan_from_text("name: c12e\nworkloads:\n  - name: w\n    kind: noop\n    settings: {power_cap_w: -5}\n")
+
+
+def _fake_nvml_module(monkeypatch):
+    """The case's fake GPU as this process's pynvml (the runner's own NVML)."""
+    fake = importlib.util.spec_from_file_location("pynvml", FAKE / "pynvml" / "__init__.py")
+    module = importlib.util.module_from_spec(fake)
+    fake.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+def test_a_trial_killed_between_setting_the_cap_and_recording_it_leaves_what_to_restore(gpu, tmp_path, monkeypatch):
+    # SIGKILL right after the driver took the cap, before PowerCap returned: the folder must
+    # already say what to put back, or the runner restores nothing (observed: no power_cap.json)
+    nvml = _fake_nvml_module(monkeypatch)
+    seen: list[dict | None] = []
+    real_set = nvml.nvmlDeviceSetPowerManagementLimit
+
+    def set_and_look(h, mw):
+        real_set(h, mw)
+        path = tmp_path / POWER_CAP_FILE
+        seen.append(json.loads(path.read_text()) if path.exists() else None)
+
+    monkeypatch.setattr(nvml, "nvmlDeviceSetPowerManagementLimit", set_and_look)
+    with TrialPowerCap(200, [0], tmp_path):
+        assert limit_w(gpu) == 200.0
+    assert seen[0] == {"state": "applying", "cap_w": 200.0, "gpus": [{"index": 0, "previous_w": 700.0}]}
+    # what a runner finds after a kill at that instant: it restores the default
+    from gcbench.energy.powercap import restore_leftover
+
+    (tmp_path / POWER_CAP_FILE).write_text(json.dumps(seen[0]))
+    real_set(0, 200_000)
+    monkeypatch.setattr(nvml, "nvmlDeviceSetPowerManagementLimit", real_set)
+    assert restore_leftover(tmp_path) == "power limit restored by the runner: gpu0 700 W"
+    assert limit_w(gpu) == 700.0
+
+
+def test_a_cap_refused_at_entry_is_recorded_restored_not_applying(tmp_path, monkeypatch):
+    import pynvml
+
+    state = {"limit_mw": 700_000}
+    for name, fn in {
+        "nvmlInit": lambda: None,
+        "nvmlShutdown": lambda: None,
+        "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetPowerManagementLimit": lambda h: state["limit_mw"],
+        "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: 700_000,
+        "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: [200_000, 700_000],
+    }.items():
+        monkeypatch.setattr(pynvml, name, fn)
+    with pytest.raises(Exception, match="outside the allowed range 200-700 W"):
+        with TrialPowerCap(100, [0], tmp_path):
+            pass
+    assert json.loads((tmp_path / POWER_CAP_FILE).read_text())["state"] == "restored"
+
+
+@pytest.mark.parametrize("how", ["time limit", "task SIGTERM"])
+def test_docker_runner_restores_the_cap_of_a_container_removed_mid_trial(gpu, tmp_path, monkeypatch, how):
+    # the docker path: at the trial's time limit (AirflowTaskTimeout) or the task's SIGTERM
+    # (TrialContainerKilled) the container is force-removed (SIGKILL) with the cap applied;
+    # before the fix run_trial raised before the runner's restore: the GPU stayed at 200 W
+    from contextlib import contextmanager
+
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    from gcbench.factory import docker, tasks
+    from gcbench.store import gpulock
+
+    _fake_nvml_module(monkeypatch)
+    plan = plan_from_text(
+        "name: c12docker\ndevices: [0]\nrunner: docker\nwindow: {seconds: 1}\nenergy: {backend: simulated}\n"
+        "workloads:\n  - name: w\n    kind: noop\n    settings: {power_cap_w: 200}\n"
+    )
+    spec = expand(plan)[0]
+    outdir = tmp_path / "t"
+    spec_path = write_spec(spec, outdir)
+
+    def container_killed_capped(spec, image, host_outdir, context, **kw):
+        gpu.write_text('{"limit_mw": 200000, "default_mw": 700000}')  # the trial in the container capped it
+        (Path(host_outdir) / POWER_CAP_FILE).write_text(
+            json.dumps({"state": "applied", "cap_w": 200.0, "gpus": [{"index": 0, "previous_w": 700.0}]})
+        )
+        if how == "time limit":
+            raise AirflowTaskTimeout("the trial ran past its time limit")
+        raise docker.TrialContainerKilled(spec.trial_id, "the task was told to stop")
+
+    @contextmanager
+    def free_gpus(*args, **kwargs):
+        yield gpulock.GpuLease(keys=["h/gpu0"])
+
+    monkeypatch.setattr(docker, "run_docker", container_killed_capped)
+    monkeypatch.setattr(gpulock, "hold_gpus", free_gpus)
+    trial = {"trial_id": spec.trial_id, "spec_path": str(spec_path), "outdir": str(outdir), "devices": [0]}
+    trial |= {"label": spec.variant, "host": None}
+    with pytest.raises((AirflowTaskTimeout, docker.TrialContainerKilled)):
+        tasks.run_trial(plan, {"params": {"runner": "docker"}, "run_id": "r1"}, trial)
+    assert limit_w(gpu) == 700.0
+    assert json.loads((outdir / POWER_CAP_FILE).read_text())["state"] == "restored"
+    assert "power limit restored by the runner: gpu0 700 W" in (outdir / "runner.log").read_text()
+
+
+def test_two_gpus_capped_one_restore_failing_is_left_for_the_runner_then_restored(tmp_path, monkeypatch):
+    # gpu1's restore fails in the trial (a transient NVML error): gpu0 is back, the record
+    # still says applied with both GPUs, and the runner afterwards restores gpu1
+    import pynvml
+
+    from gcbench.energy.powercap import PowerCapRestoreError, restore_leftover
+
+    limits = {0: 700_000, 1: 700_000}
+    failing = {"on": False}
+
+    def set_limit(h, mw):
+        if failing["on"] and h == 1 and mw == 700_000:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        limits[h] = mw
+
+    for name, fn in {
+        "nvmlInit": lambda: None,
+        "nvmlShutdown": lambda: None,
+        "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetPowerManagementLimit": lambda h: limits[h],
+        "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: 700_000,
+        "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: [200_000, 700_000],
+        "nvmlDeviceGetEnforcedPowerLimit": lambda h: limits[h],
+        "nvmlDeviceSetPowerManagementLimit": set_limit,
+    }.items():
+        monkeypatch.setattr(pynvml, name, fn)
+    with pytest.raises(PowerCapRestoreError, match="gpu1"):
+        with TrialPowerCap(250, [0, 1], tmp_path):
+            assert limits == {0: 250_000, 1: 250_000}
+            failing["on"] = True
+    assert limits == {0: 700_000, 1: 250_000}
+    record = json.loads((tmp_path / POWER_CAP_FILE).read_text())
+    assert record["state"] == "applied" and [g["index"] for g in record["gpus"]] == [0, 1]
+    failing["on"] = False
+    assert restore_leftover(tmp_path) == "power limit restored by the runner: gpu0 700 W, gpu1 700 W"
+    assert limits == {0: 700_000, 1: 700_000}

@@ -532,3 +532,52 @@ def test_a_line_split_across_reads_is_timed_when_it_is_complete():
     assert stream.feed(line[:10], read_t_s=0.2) == ([], [])
     (sample,), _ = stream.feed(line[10:], read_t_s=0.25)
     assert sample == (0.25, {"index": 0, "power_instant_w": 123.45})
+
+
+class OldDriverSmi(FakeSmi):
+    """A driver before 530 (no power.draw.instant, no power.draw.average) on GPUs of these
+    compute capabilities (None: a driver too old for the compute_cap field)."""
+
+    def __init__(self, caps):
+        super().__init__(unknown={"power.draw.instant", "power.draw.average"})
+        self.caps = caps
+
+    def __call__(self, argv):
+        if argv[1] == "--query-gpu=compute_cap":
+            if self.caps is None:
+                return 2, 'Field "compute_cap" is not a valid field to query.\n\n'
+            self.calls.append(argv)
+            return 0, "".join(f"{c}\n" for c in self.caps)
+        return super().__call__(argv)
+
+
+@pytest.mark.parametrize(
+    ("caps", "role", "note"),
+    [
+        (["7.0"], "power_instant_w", "compute capability 7 (before Ampere): power.draw is instant"),  # V100
+        (["7.5", "7.5"], "power_instant_w", "compute capability 7.5, 7.5 (before Ampere): power.draw is instant"),
+        (["8.0"], "power_w", "compute capability 8: power.draw is the 1-s average"),  # A100: the case
+        (["9.0"], "power_w", "compute capability 9: power.draw is the 1-s average"),  # H100
+        (None, "power_w", "compute capability unknown: power.draw taken as the 1-s average (Ampere and newer)"),
+        (["7.5", "8.6"], "power_w", "compute capabilities 7.5, 8.6: power.draw is instant on some GPUs"),
+    ],
+)
+def test_power_draw_of_a_driver_before_530_is_instant_before_ampere_c16(caps, role, note):
+    # nvidia-smi --help-query-gpu: power.draw is the 1-s average on Ampere and newer, the
+    # instant power on older GPUs; shifted by the average's 0.57 s lag, a Volta/Turing
+    # window would lose 0.57 s of a power step (a 1-s burst: about -45 %)
+    indices = [0] if caps is None else list(range(len(caps)))
+    run = OldDriverSmi(caps)
+    roles, said = smi.power_draw_roles(smi.probe_fields(indices, run=run), indices, run=run)
+    assert {r: f for r, f in roles.items() if r in smi.POWER_ROLES} == {role: "power.draw"}
+    assert said.startswith(note)
+    sample = smi.row_to_sample({"power.draw": 250.0, "timestamp": "x", "index": 0}, roles)
+    assert sample[role] == 250.0 and sample.get(({*smi.POWER_ROLES} - {role}).pop()) is None
+
+
+def test_power_draw_roles_leave_a_driver_with_the_average_and_instant_fields_alone_c16():
+    run = FakeSmi()
+    roles = smi.probe_fields([0], run=run)
+    calls = len(run.calls)
+    assert smi.power_draw_roles(roles, [0], run=run) == (roles, None)
+    assert len(run.calls) == calls  # no compute_cap query

@@ -145,3 +145,21 @@ def test_a_trial_started_by_hand_sets_pci_bus_order_itself(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["environment"]["cuda_device_order"] == "PCI_BUS_ID"
     assert result["device_check"]["same"] is None  # noop: nothing ran on CUDA
+
+
+def test_a_users_container_gets_the_measured_gpu_by_uuid_not_by_the_workers_index(monkeypatch, tmp_path):
+    # a worker in a container given only the host's GPU 1 (docker --gpus device=GPU-...)
+    # sees it as its GPU 0; device_ids=['0'] would start the user's program on the host's
+    # GPU 0 while the meter measures the worker's GPU 0 (the host's GPU 1)
+    from gcbench.workloads.container import container_kwargs, device_ids
+
+    monkeypatch.setattr("gcbench.config.engine_has_gpus", lambda: True)
+    spec = one_gpu_trial(0).model_copy(update={"kind": "container", "program": {"image": "user/app:1"}})
+    measured = [{"label": "gpu0", "index": 0, "uuid": "GPU-a100-0000-1111"}]
+    (req,) = container_kwargs(spec, tmp_path, str(tmp_path / "control" / "control.fifo"), measured)["device_requests"]
+    assert req.device_ids == ["GPU-a100-0000-1111"]
+    # without a measured UUID (the simulated device, an older meter): the host indices as before
+    assert device_ids(spec, None) == ["0"]
+    assert device_ids(spec, [{"label": "gpu0", "uuid": "simulated"}]) == ["0"]
+    two = one_gpu_trial(0).model_copy(update={"devices": [0, 1]})
+    assert device_ids(two, measured) == ["0", "1"]  # not one UUID per device: indices

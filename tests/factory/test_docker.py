@@ -5,7 +5,7 @@ from pathlib import Path
 
 from docker.types import DeviceRequest, Mount
 
-from gcbench.factory.docker import CONTAINER_OUTDIR, trial_operator_kwargs
+from gcbench.factory.docker import CONTAINER_HOST_SHARE, CONTAINER_OUTDIR, trial_operator_kwargs
 from gcbench.plan import expand, plan_from_text
 
 PLAN = """\
@@ -38,11 +38,14 @@ def test_trial_container_arguments():
     assert kw["image"] == "registry.example/gcbench-trial:1.0"
     assert kw["command"] == ["python", "-m", "gcbench.trial", f"{CONTAINER_OUTDIR}/spec.json", CONTAINER_OUTDIR]
     assert kw["auto_remove"] == "force" and kw["mount_tmp_dir"] is False and kw["network_mode"] == "none"
-    out, cache = kw["mounts"]
+    out, cache, share = kw["mounts"]
     assert isinstance(out, Mount)
     assert out["Source"] == "/data/runs/x" and out["Target"] == CONTAINER_OUTDIR and out["Type"] == "bind"
     assert out["ReadOnly"] is False
     assert cache["Source"] == "/data/home/cache" and cache["ReadOnly"] is False
+    # the host's register of running trials (C13): the container's own /tmp would hide its neighbours
+    assert share["Source"] == os.environ["GCBENCH_HOST_SHARE_DIR"] and share["Target"] == CONTAINER_HOST_SHARE
+    assert share["ReadOnly"] is False and kw["environment"]["GCBENCH_HOST_SHARE_DIR"] == CONTAINER_HOST_SHARE
     # every GPU is visible, CUDA_VISIBLE_DEVICES selects the trial's in PCI order (NVML keeps host indices)
     (req,) = kw["device_requests"]
     assert isinstance(req, DeviceRequest) and req.count == -1 and req.capabilities == [["gpu"]]
@@ -117,3 +120,13 @@ def test_both_runners_tell_the_trial_the_hosts_gpus_for_its_cpu_slice(monkeypatc
     monkeypatch.setenv("GCBENCH_HOST_DEVICES", "0,1,2,3,4,5,6,7")
     assert "GCBENCH_HOST_DEVICES" not in trial_env(spec)
     assert "GCBENCH_HOST_DEVICES" not in trial_operator_kwargs(spec, "img", Path("/o"), home=Path("/h"))["environment"]
+
+
+def test_without_a_share_dir_set_the_register_is_mounted_from_the_home_on_the_docker_host(monkeypatch):
+    """In docker-compose.yml the worker's /tmp is not a folder of the host, and the engine
+    refuses a bind mount whose source does not exist: the register lives under
+    GCBENCH_HOME, a path the host and the worker container share."""
+    monkeypatch.delenv("GCBENCH_HOST_SHARE_DIR", raising=False)
+    kw = trial_operator_kwargs(specs()["copy"], "img:1", Path("/data/runs/x"), home=Path("/data/home"))
+    share = next(m for m in kw["mounts"] if m["Target"] == CONTAINER_HOST_SHARE)
+    assert share["Source"] == "/data/home/host-share" and share["Type"] == "bind"

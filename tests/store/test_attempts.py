@@ -153,3 +153,19 @@ def test_own_result_of_a_killed_process_is_stored_failed(conn, tmp_path):
     assert out.status == "failed"
     assert out.reason == "killed (exit status -9) after writing result.json (status ok)"
     assert _stored(conn, pk)[:2] == ("failed", -9)
+
+
+def test_a_result_without_an_attempt_id_in_a_runners_folder_is_refused(tmp_path):
+    # the trial run by hand (no GCBENCH_ATTEMPT_ID) in a folder the runner began an attempt in:
+    # a newer file, but not the attempt the runner saw
+    spec = expand(PLAN)[0]
+    outdir = tmp_path / spec.trial_id
+    attempt = begin_attempt(outdir)
+    result = {"trial_id": spec.trial_id, "plan": spec.plan, "attempt_id": None, "status": "ok"}
+    (outdir / "result.json").write_text(json.dumps(result | {"metrics": {}, "energy": {}}))
+    loaded, why = trialdir.load_result(outdir, spec, IngestNotes())
+    assert loaded is None
+    assert why == (
+        f"result.json refused: written by attempt None, not by the attempt the runner started last "
+        f"({attempt!r}): another attempt's output"
+    )

@@ -27,7 +27,8 @@ too (the lease), and its figure of a shared window is apportioned alike
 Registration and reading take one ``flock`` on the folder's lock file, so a trial that
 registers before another's window ends is always seen by it. A process killed with
 SIGKILL leaves its entry open: it counts as concurrent for trials that saw it alive
-when they started (it may have run into their window) and is dropped otherwise.
+when they started or that it started after (it may have run into their window), and is
+dropped by the others.
 """
 
 from __future__ import annotations
@@ -76,6 +77,24 @@ def _zones(root: Path) -> Iterator[Path]:
 def share_dir() -> Path:
     """The host-wide register folder (``GCBENCH_HOST_SHARE_DIR`` or :data:`DEFAULT_DIR`)."""
     return Path(os.environ.get("GCBENCH_HOST_SHARE_DIR") or DEFAULT_DIR)
+
+
+def prepare_share_dir(folder: Path | None = None) -> Path:
+    """Create the register folder (``folder``, default :func:`share_dir`), writable by
+    every user (mode 1777, where this user may set it), and return it. A runner that
+    starts a trial container calls it before bind-mounting the folder into the container
+    (the engine refuses a bind mount whose source does not exist).
+
+    Raises:
+        OSError: the folder cannot be created.
+    """
+    folder = share_dir() if folder is None else Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.chmod(0o1777)
+    except OSError:
+        pass  # another user's folder: it is theirs to open
+    return folder
 
 
 def _boot_id() -> str:
@@ -129,6 +148,10 @@ class HostPresence:
             fd = os.open(lock, os.O_RDWR)
         except FileNotFoundError:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            try:  # the umask took write from the others: a trial of another user (a capped
+                os.fchmod(fd, 0o666)  # trial's container runs as root) must open it too
+            except OSError:
+                pass
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -188,12 +211,17 @@ class HostPresence:
             age_s = time.time() - float(entry.get("written_unix") or 0)
             ended = entry.get("end_monotonic") is not None
             stale = entry.get("boot_id") != boot or age_s > (ENDED_KEEP_S if ended else STALE_S)
+            began = entry.get("start_monotonic")
+            after_me = self.path is not None and isinstance(began, (int, float)) and began >= self.start_monotonic
             if stale or (
-                entry.get("end_monotonic") is None and not self._alive(entry) and p.name not in self._alive_at_start
+                entry.get("end_monotonic") is None
+                and not self._alive(entry)
+                and p.name not in self._alive_at_start
+                and not after_me  # one that began after this trial and was killed ran beside it
             ):
-                if stale or entry.get("end_monotonic") is None:
-                    try:
-                        p.unlink()  # dead before this trial began, or from another boot
+                if stale:  # from another boot or too old for any trial; a killed trial's entry
+                    try:  # stays for the trials that ran beside it
+                        p.unlink()
                     except OSError:
                         pass
                 continue

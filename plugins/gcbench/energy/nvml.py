@@ -265,6 +265,19 @@ def _field_value(v) -> float | None:
     )
 
 
+def _usage_is_instant(pynvml, handle) -> bool:
+    """Whether ``nvmlDeviceGetPowerUsage`` of this GPU is its instant power: GPUs before
+    Ampere (``nvmlDeviceGetArchitecture`` below ``NVML_DEVICE_ARCH_AMPERE``); Ampere and
+    newer answer the 1-s average. False when the architecture is unknown."""
+    try:
+        arch = pynvml.nvmlDeviceGetArchitecture(handle)
+    except Exception:  # noqa: BLE001 - an old pynvml or driver without the call: unknown
+        return False
+    ampere = getattr(pynvml, "NVML_DEVICE_ARCH_AMPERE", 7)
+    unknown = getattr(pynvml, "NVML_DEVICE_ARCH_UNKNOWN", 0xFFFFFFFF)
+    return isinstance(arch, int) and arch != unknown and arch < ampere
+
+
 class NvmlReader:
     """Reads one sample row per GPU; used inside the sampler process.
 
@@ -281,6 +294,9 @@ class NvmlReader:
             for sc in (scopes or ["gpu"] * len(uuids))
         ]
         self.fields_ok = [True] * len(uuids)
+        # nvmlDeviceGetPowerUsage, read when the power fields fail: the 1-s average on
+        # Ampere and newer, the instant power before (C16); unknown: the average
+        self.usage_role = ["power_instant_w" if _usage_is_instant(pynvml, h) else "power_w" for h in self.handles]
         self._reasons = (
             getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
@@ -313,9 +329,9 @@ class NvmlReader:
                     row[key] = None if mw is None else mw / 1e3
             except nv.NVMLError:
                 self.fields_ok[i] = False
-        if row["power_w"] is None:
+        if row[self.usage_role[i]] is None:
             try:
-                row["power_w"] = nv.nvmlDeviceGetPowerUsage(h) / 1e3
+                row[self.usage_role[i]] = nv.nvmlDeviceGetPowerUsage(h) / 1e3
             except nv.NVMLError:
                 pass
         if extras:

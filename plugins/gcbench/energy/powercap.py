@@ -37,8 +37,9 @@ default was left capped by an earlier trial that could not restore it (SIGKILL, 
 a lost node) and is reset to the default first, or, without the permission to do so,
 the trial is skipped with that reason: an uncapped baseline never runs capped, and a
 capped trial restores the default, not a leftover. While a cap is applied the trial
-keeps ``power_cap.json`` in its folder (``state: applied`` with each GPU's previous
-limit); it says ``restored`` once the limit is back, so a runner that outlives a killed
+keeps ``power_cap.json`` in its folder (``state: applying`` with each GPU's limit to put
+back, written before the first GPU is set, then ``applied``); it says ``restored`` once
+the limit is back, so a runner that outlives a killed
 trial can restore it (:func:`restore_leftover`).
 """
 
@@ -372,7 +373,8 @@ def nvml_indices_for_uuids(uuids: list[str]) -> list[int]:
 
 
 POWER_CAP_FILE = "power_cap.json"
-"""The trial folder's record of a cap in effect (``state``: ``applied`` | ``restored``)."""
+"""The trial folder's record of a cap in effect (``state``: ``applying`` | ``applied`` |
+``restored``)."""
 
 
 class LeftoverCapError(PowerCapError, SkipTrial):
@@ -515,7 +517,16 @@ class TrialPowerCap:
             self.check()
             if self.cap_w is not None:
                 self._cap = PowerCap(self.cap_w, self.gpu_indices)
-                self._cap.__enter__()
+                # before any GPU is set: a process killed between setting a GPU and the
+                # "applied" record still leaves what to put back (restore_leftover)
+                self._write("applying")
+                try:
+                    self._cap.__enter__()
+                except BaseException:
+                    if not self._cap.restore_failed:  # PowerCap undid what it had set
+                        self._write("restored")
+                    self._cap = None
+                    raise
                 self._write("applied")
         except SkipTrial as exc:
             self._not_in_effect(exc)
@@ -537,6 +548,8 @@ class TrialPowerCap:
     def _write(self, state: str) -> None:
         cap = self._cap
         applied = [asdict(a) for a in cap.applied] if cap is not None else []
+        if state == "applying":  # check() left every GPU at its default: that is what goes back
+            applied = [{"index": s.index, "previous_w": s.default_w} for s in self.state_before]
         if state == "restored":  # PowerCap forgets what it applied once restored
             previous = _read_record(self.outdir / POWER_CAP_FILE) or {}
             applied = previous.get("gpus") or []
@@ -572,7 +585,7 @@ def restore_leftover(outdir: Path) -> str | None:
     permission leaves it to the next trial's check (:class:`TrialPowerCap`)."""
     path = Path(outdir) / POWER_CAP_FILE
     record = _read_record(path)
-    if not record or record.get("state") != "applied":
+    if not record or record.get("state") not in ("applying", "applied"):
         return None
     gpus = [g for g in record.get("gpus") or [] if isinstance(g, dict)]
     try:

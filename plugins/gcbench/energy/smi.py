@@ -400,6 +400,52 @@ def probe_fields(
     return chosen
 
 
+AVERAGED_POWER_DRAW_FROM_CC = 8.0
+"""``power.draw`` (NVML's ``nvmlDeviceGetPowerUsage``) is the 1-s average on Ampere
+(compute capability 8.0) and newer, the instant power on older GPUs (Volta 7.0, Turing
+7.5, Pascal 6.x: ``nvidia-smi --help-query-gpu``)."""
+
+
+def power_draw_roles(
+    roles: dict[str, str], indices: list[int], run: Runner = run_argv, nvidia_smi: str = "nvidia-smi"
+) -> tuple[dict[str, str], str | None]:
+    """The roles of :func:`probe_fields` with ``power.draw`` in the role its GPUs give it.
+
+    Where ``power.draw`` is the only power field (drivers before 530), it is the 1-s
+    average on Ampere and newer but the *instant* power on older GPUs: integrated as an
+    average it would be shifted by the average's lag (0.57 s) and lose that much of a
+    power step. ``compute_cap`` is asked for ``indices``; when every GPU is older than
+    :data:`AVERAGED_POWER_DRAW_FROM_CC`, ``power.draw`` fills the instant role instead.
+
+    Returns:
+        ``(roles, note)``: the roles (unchanged unless moved) and a one-line note of what
+        was decided, or None when ``power.draw`` is not the only power field.
+    """
+    if roles.get("power_w") != "power.draw" or "power_instant_w" in roles:
+        return roles, None
+    rc, out = run(query_argv(["compute_cap"], indices, nvidia_smi=nvidia_smi))
+    caps: list[float] = []
+    if rc == 0 and not invalid_field(out):
+        for line in out.splitlines():
+            try:
+                caps.append(float(line.strip()))
+            except ValueError:
+                continue
+    if not caps or len(caps) != len(indices or caps):
+        return roles, "compute capability unknown: power.draw taken as the 1-s average (Ampere and newer)"
+    older = [c for c in caps if c < AVERAGED_POWER_DRAW_FROM_CC]
+    if not older:
+        return roles, f"compute capability {', '.join(f'{c:g}' for c in caps)}: power.draw is the 1-s average"
+    if len(older) != len(caps):
+        return roles, (
+            f"compute capabilities {', '.join(f'{c:g}' for c in caps)}: power.draw is instant on some GPUs and "
+            "the 1-s average on others; taken as the average"
+        )
+    moved = {r: f for r, f in roles.items() if r != "power_w"}
+    moved["power_instant_w"] = "power.draw"
+    return moved, f"compute capability {', '.join(f'{c:g}' for c in caps)} (before Ampere): power.draw is instant"
+
+
 def row_to_sample(row: dict, roles: dict[str, str]) -> dict:
     """A parsed CSV row -> {role: value}; missing values stay None, and so does a
     non-number in a numeric role (:data:`NUMERIC_ROLES`), never written as text."""
@@ -699,8 +745,9 @@ class SmiBackend(GpuBackend):
     """NVIDIA GPUs through a streamed ``nvidia-smi --query-gpu ... -lms N`` (no counter).
 
     Which power fields the driver offers is probed (:func:`probe_fields`): without
-    ``power.draw.instant`` (drivers before 530) only the 1-s average ``power.draw`` is
-    read, declared as such, and its energy lag-corrected.
+    ``power.draw.instant`` (drivers before 530) only ``power.draw`` is read: on Ampere and
+    newer the 1-s average, declared as such and its energy lag-corrected; on older GPUs
+    the instant power (:func:`power_draw_roles`), integrated as it is.
     """
 
     facts = Facts(
@@ -741,6 +788,7 @@ class SmiBackend(GpuBackend):
         if missing:
             raise MeasurementError(f"gpu{missing[0]}", f"nvidia-smi lists no GPU {missing[0]}")
         roles = probe_fields(wanted, nvidia_smi=path)
+        roles, power_draw_note = power_draw_roles(roles, wanted, nvidia_smi=path)
         self._path = path
         facts = without(self.facts, instant_power="power_instant_w" in roles, average_power="power_w" in roles)
         power_field = roles.get("power_instant_w") or roles.get("power_w")
@@ -761,7 +809,12 @@ class SmiBackend(GpuBackend):
                 g["label"]: DeviceFacts(facts, counter_reason=g["counter_reason"], power_field=power_field)
                 for g in gpus
             },
-            environment={"gpus": gpus, "nvidia_smi": path, "nvidia_smi_fields": roles},
+            environment={
+                "gpus": gpus,
+                "nvidia_smi": path,
+                "nvidia_smi_fields": roles,
+                "nvidia_smi_power_draw": power_draw_note,
+            },
             sampler_cfg={"smi_roles": roles, "nvidia_smi": path},
         )
 

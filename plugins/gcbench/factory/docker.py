@@ -21,6 +21,9 @@ The container runs the same entry point as the local runner,
   NVIDIA container toolkit, e.g. CI) ``GCBENCH_DOCKER_GPUS=none`` requests none: the
   trial then finds no GPU and measures the simulated device, as the local runner does
   on such a machine;
+* the host's register of running trials (:func:`gcbench.energy.hostshare.share_dir`) at
+  ``/gcbench/host-share``, so a trial in a container sees the trials beside it on the
+  host and they see it (a shared RAPL or node-meter window is apportioned and flagged);
 * no network (``network_mode="none"``), and the container removed whatever happens
   (``auto_remove="force"``; on SIGTERM of the task and at ``execution_timeout`` the
   container is stopped and removed, see :func:`run_docker`).
@@ -55,6 +58,8 @@ CONTAINER_OUTDIR = "/gcbench/out"
 CONTAINER_DATA_DIR = "/data"
 CONTAINER_HOME = "/gcbench/home"
 CONTAINER_PROJECT = "/gcbench/project"
+CONTAINER_HOST_SHARE = "/gcbench/host-share"
+"""Where the host's register of running trials (:mod:`gcbench.energy.hostshare`) is mounted."""
 STOP_TIMEOUT_S = 10
 """Seconds between SIGTERM and SIGKILL when a trial container is stopped."""
 
@@ -70,6 +75,16 @@ def needs_power_cap(spec: TrialSpec) -> bool:
 def needs_native_tokenizer(spec: TrialSpec) -> bool:
     """Whether the trial runs a declared preprocessor (its spec carries one)."""
     return spec.preprocessor is not None
+
+
+def host_share_source(home: str | Path) -> Path:
+    """The folder on the Docker host bind-mounted as the trial containers' register of
+    running trials (:mod:`gcbench.energy.hostshare`): ``GCBENCH_HOST_SHARE_DIR`` when
+    set, else ``<home>/host-share``. Under ``GCBENCH_HOME`` because that path is the same
+    on the host and in an Airflow worker container (docker-compose.yml mounts the storage
+    folder at its own path); the worker's ``/tmp`` is not a folder of the host."""
+    env = os.environ.get("GCBENCH_HOST_SHARE_DIR")
+    return Path(env) if env else Path(home) / "host-share"
 
 
 def trial_operator_kwargs(
@@ -129,7 +144,11 @@ def trial_operator_kwargs(
                 read_only=True,
             ),
         ]
+    # the host's register of running trials: a container's own /tmp would hide the trials
+    # beside it, and its RAPL (or node meter) reading would be booked whole (C13)
+    mounts.append(Mount(target=CONTAINER_HOST_SHARE, source=str(host_share_source(home)), type="bind", read_only=False))
     environment = {
+        "GCBENCH_HOST_SHARE_DIR": CONTAINER_HOST_SHARE,
         "PYTHONUNBUFFERED": "1",
         "GCBENCH_TRIAL_ID": spec.trial_id,
         "GCBENCH_HOME": CONTAINER_HOME,
@@ -258,6 +277,10 @@ def run_docker(
     )
     Path(host_outdir).mkdir(parents=True, exist_ok=True)
     (Path(op.mounts[1]["Source"])).mkdir(parents=True, exist_ok=True)  # the shared cache
+    from gcbench.energy.hostshare import prepare_share_dir
+
+    # bind-mounted: it must exist, writable by root's and the worker's trials
+    prepare_share_dir(next(Path(m["Source"]) for m in op.mounts if m["Target"] == CONTAINER_HOST_SHARE))
     killed = threading.Event()
     previous = None
     in_main_thread = threading.current_thread() is threading.main_thread()

@@ -300,6 +300,10 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
                         )
                 except KeyboardInterrupt:  # gcbench run got Ctrl-C: the container is removed
                     interrupted = local.stop_requested() or "interrupted"
+                finally:
+                    # whatever ended it (its time limit, the task's SIGTERM, the engine): a removed
+                    # container was SIGKILLed and restored nothing, so the runner puts back its cap (C12)
+                    restored = local.restore_devices(Path(trial["outdir"]))
                 RunnerOutcome(
                     spec.trial_id,
                     code,
@@ -308,7 +312,7 @@ def run_trial(plan: Plan, ctx: Any, trial: dict[str, Any]) -> dict[str, Any]:
                     trial["outdir"],
                     interrupted=interrupted,
                     gpu_wait_s=lease.wait_s,
-                    device_restored=local.restore_devices(Path(trial["outdir"])),
+                    device_restored=restored,
                     attempt_id=attempt_id,
                 ).save()
             else:

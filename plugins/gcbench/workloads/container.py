@@ -15,9 +15,9 @@ starts the container through the Docker engine's API (the ``docker`` library tha
 Airflow's DockerOperator drives), waits for it and removes it, whatever ends the trial.
 The container gets
 
-* the trial's GPUs: ``device_requests`` naming their host indices (the NVIDIA container
-  toolkit then shows the program only those GPUs, numbered from 0), while the meter
-  reads the same GPUs by their host index through NVML on the worker;
+* the trial's GPUs: ``device_requests`` naming the UUIDs of the GPUs the meter measures
+  through NVML on the worker (their host indices where a UUID is unknown; the NVIDIA
+  container toolkit then shows the program only those GPUs, numbered from 0);
 * the trial folder at ``/gcbench/out`` (read-write) with the control channel at
   ``/gcbench/out/control/control.fifo``, named by ``GCBENCH_CONTROL``; ``GCBENCH_SPEC``
   (``/gcbench/out/spec.json``) and ``GCBENCH_OUTDIR`` as for the ``command`` kind;
@@ -63,9 +63,27 @@ def check_program(program: dict[str, Any], settings: dict[str, Any], runner: str
     check_program_placeholders(program, settings)
 
 
-def container_kwargs(spec: TrialSpec, outdir: Path, control_path: str) -> dict[str, Any]:
+def device_ids(spec: TrialSpec, measured: list[dict] | None = None) -> list[str]:
+    """The engine's ``device_ids`` of the trial's GPUs: the UUIDs of the GPUs the meter
+    measures (``Meter.gpus``, one per trial device) where it knows them all, else the
+    trial's host indices.
+
+    A UUID names one GPU everywhere; an index is the engine host's numbering, which is not
+    the worker's where the worker itself runs in a container given some of the GPUs
+    (``--gpus device=GPU-...``: its GPU 0 is any host GPU), so the program would compute
+    on another GPU than the one measured (C15)."""
+    uuids = [str(g.get("uuid") or "") for g in measured or [] if isinstance(g, dict)]
+    if spec.devices and len(uuids) == len(spec.devices) and all(u.startswith("GPU-") for u in uuids):
+        return uuids
+    return [str(d) for d in spec.devices]
+
+
+def container_kwargs(
+    spec: TrialSpec, outdir: Path, control_path: str, measured: list[dict] | None = None
+) -> dict[str, Any]:
     """Keyword arguments of ``docker.DockerClient().containers.run`` for one trial
-    (container paths in the environment and the placeholders)."""
+    (container paths in the environment and the placeholders); ``measured``: the GPUs
+    the meter measures (:func:`device_ids`)."""
     from docker.types import DeviceRequest, Mount
 
     from gcbench import config
@@ -93,7 +111,7 @@ def container_kwargs(spec: TrialSpec, outdir: Path, control_path: str) -> dict[s
         "name": f"gcbench-user-{spec.plan}-{spec.trial_id}",
     }
     if spec.devices and config.engine_has_gpus():
-        kwargs["device_requests"] = [DeviceRequest(device_ids=[str(d) for d in spec.devices], capabilities=[["gpu"]])]
+        kwargs["device_requests"] = [DeviceRequest(device_ids=device_ids(spec, measured), capabilities=[["gpu"]])]
     return kwargs
 
 
@@ -123,7 +141,8 @@ def run(spec: TrialSpec, ctx: TrialContext) -> dict:
     def start(extra_env: dict[str, str]) -> Any:
         from gcbench.workloads.control import ENV_VAR
 
-        kwargs = container_kwargs(spec, outdir, extra_env[ENV_VAR])
+        measured = getattr(getattr(ctx, "meter", None), "gpus", None)  # the GPUs measured (Meter.gpus)
+        kwargs = container_kwargs(spec, outdir, extra_env[ENV_VAR], measured)
         try:
             old = client.containers.get(kwargs["name"])
             old.remove(force=True)  # an earlier attempt's container, left by a killed worker
