@@ -125,7 +125,9 @@ def test_planted_5_percent_regression_is_found_only_in_its_group(history):
     (g,) = result.regressions
     assert g.metric == "gpu_j_per_gb" and g.n_tonight == 3 and g.n_baseline == 21 and g.baseline_nights == 7
     assert 3.5 < g.pct_change < 6.5
-    assert 0 < g.pct_ci_low < g.pct_change < g.pct_ci_high
+    # 3 tonight: no "95 %" interval (it would cover about 75 %, C22); the exact test decides
+    assert g.pct_ci_low is None and g.pct_ci_high is None
+    assert "n=3 vs 21: at least 5 values per group needed" in g.note
     # 3 tonight values above all 21 baseline values: exact two-sided p = 2 / C(24, 3); Holm x3 groups
     assert g.p_mannwhitney == pytest.approx(2 / 2024, rel=1e-6)
     assert g.p_mannwhitney_holm == pytest.approx(3 * 2 / 2024, rel=1e-6)
@@ -233,6 +235,33 @@ def test_check_is_a_pure_function_of_frames():
     two = now.iloc[:2]
     (g2,) = check(two, base, RegressionSettings())
     assert g2.verdict == "not checked" and "2 valid trial(s) tonight, 3 needed" in g2.note
+
+
+def test_the_interval_of_the_change_is_shown_and_required_only_from_five_values_tonight_c22():
+    """From 5 values a side the % change's 95 % interval keeps its confidence
+    (stats.MIN_N_INTERVAL) and rule 3 applies: shown, and above 0 for a regression; one
+    that reaches below 0 is no regression."""
+    rng = np.random.default_rng(7)
+    base = pd.DataFrame(
+        {
+            "variant": "v",
+            "kind": "noop",
+            "metric": "duration_s",
+            "value": 1 + 0.01 * rng.standard_normal(21),
+            "night": np.repeat(np.arange(7), 3),
+        }
+    )
+    now = pd.DataFrame(
+        {"variant": ["v"] * 5, "kind": "noop", "metric": "duration_s", "value": [1.2, 1.21, 1.19, 1.22, 1.18]}
+    )
+    (g,) = check(now, base, RegressionSettings())
+    assert g.verdict == "regression" and 0 < g.pct_ci_low < g.pct_change < g.pct_ci_high
+    assert g.note is None or "values per group needed" not in g.note
+    # three of five far above, two at the baseline: the median rose 20 %, but the interval
+    # of the change reaches below 0 (the median could be 1.0): unchanged
+    wide = now.assign(value=[1.2, 1.21, 1.19, 0.99, 1.0])
+    (w,) = check(wide, base, RegressionSettings())
+    assert w.pct_change > 15 and w.pct_ci_low < 0 < w.pct_ci_high and w.verdict == "unchanged"
 
 
 def test_noisy_change_beyond_threshold_is_not_significant():

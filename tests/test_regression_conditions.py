@@ -184,3 +184,20 @@ def test_a_new_preprocessor_version_is_another_condition_and_says_so():
     assert c1 != c2
     before = v1["preprocessor"]["source_sha256"]
     assert describe_change(c1, c2) == f'preprocessor.source_sha256 "{before}" -> "{"0" * 64}"'
+
+
+def test_simulated_energy_compares_whatever_backend_was_recorded():
+    """Simulated energy is a condition of its own (``simulated``); its backend adds nothing,
+    so a night stored without a result (no ``measurement.backend``) stays comparable with
+    tonight's simulated trials, while measured energy keeps its backend."""
+    from gcbench.regression import conditions_key, trial_conditions
+
+    spec = {"workload": "noop", "kind": "noop"}
+    without = trial_conditions(spec, None, None, True, None)
+    assert conditions_key(without) == conditions_key(trial_conditions(spec, None, None, True, "simulated"))
+    assert "backend" not in without
+    measured = trial_conditions(spec, [{"name": "NVIDIA H200"}], "570.1", False, "nvml")
+    assert measured["backend"] == "nvml"
+    assert conditions_key(measured) != conditions_key(
+        trial_conditions(spec, [{"name": "NVIDIA H200"}], "570.1", False, "nvidia-smi")
+    )

@@ -25,8 +25,12 @@ Decision rule (all three must hold for a **regression**):
 2. the two-sided Mann-Whitney U test (Mann & Whitney 1947) of tonight's values against
    the baseline's, Holm-adjusted (Holm 1979) across the groups checked in this run, has
    p < ``alpha``; Welch's t p-value is computed and reported beside it, not used;
-3. the BCa bootstrap 95 % confidence interval of the change (Efron 1987; the two sides
-   resampled independently) lies above 0.
+3. where both sides have the values an interval of the change needs to keep its 95 %
+   (:data:`gcbench.stats.MIN_N_INTERVAL`, 5 per side), the BCa bootstrap 95 % confidence
+   interval of the change (Efron 1987; the two sides resampled independently) lies above
+   0. With fewer (a nightly plan's 3 repetitions) no interval is shown, the note says
+   "n too small" (case C22: a "95 %" interval from 3 values covers about 75 %), and rules
+   1 and 2 decide: the exact test keeps its false-alarm rate at any n.
 
 A change as large in the other direction is reported as an *improvement* and does
 not fail anything. Groups with fewer than ``min_baseline_runs`` baseline nights or
@@ -53,8 +57,9 @@ if TYPE_CHECKING:  # pandas stays out of module level (the DAG processor imports
     from gcbench.plan.schema import RegressionSettings
 
 MIN_TONIGHT = 3
-"""Fewest valid trials of a group tonight for it to be tested: rule 3 needs a bootstrap
-interval, which :func:`gcbench.stats.compare` computes from 3 values per side."""
+"""Fewest valid trials of a group tonight for it to be tested: 3 values above a pooled
+baseline of 6 (two nights of 3) give the exact two-sided Mann-Whitney p = 2 / C(9, 3) =
+0.024, so rule 2 can be met; fewer could not reach alpha = 0.05 against a short history."""
 
 VALUE_COLUMNS = ("variant", "kind", "metric", "trial_id", "value", "conditions")
 """Columns of :func:`tonight_frame` (``conditions``: :func:`conditions_key` of the trial);
@@ -86,11 +91,13 @@ def trial_conditions(
             ``nvidia-smi``, ...): ``energy.backend: auto`` falls back from NVML's energy
             counter to nvidia-smi's power readings, which measure the same GPU otherwise.
             None (unknown, a result written before it was recorded) is left out, so such
-            trials still compare with each other.
+            trials still compare with each other. Left out too for simulated energy:
+            ``simulated`` already says what made it, and a trial stored without a result
+            (or before the backend was recorded) stays comparable with tonight's.
 
     Returns:
         ``{"spec": ..., "gpu_model": str | None, "driver": str | None, "simulated": bool}``
-        and ``"backend"`` when known.
+        and ``"backend"`` when known for measured energy.
     """
     from gcbench.spec import TrialSpec
 
@@ -106,7 +113,7 @@ def trial_conditions(
         "driver": driver or None,
         "simulated": bool(simulated),
     }
-    if backend:
+    if backend and not simulated:
         out["backend"] = str(backend)
     return out
 
@@ -348,9 +355,8 @@ def check(
                 baseline=f"{variant} baseline",
                 n_resamples=settings.n_resamples,
                 alpha=settings.alpha,
-                # the verdict rests on the exact Mann-Whitney test (valid at any n); the CI only
-                # confirms the direction, so it is kept from MIN_TONIGHT values on (issue 21 note)
-                min_n_ci=MIN_TONIGHT,
+                # the CI only where it keeps its 95 % (stats.MIN_N_INTERVAL); the verdict then
+                # rests on the exact Mann-Whitney test and the threshold (rule 3, C22)
             )
             tested.append((len(checks), comparison))
         checks.append(group)
@@ -366,9 +372,10 @@ def check(
             g.note = g.note or "no percentage change (baseline median 0?)"
             continue
         significant = c.p_mannwhitney_holm < settings.alpha
-        if c.pct_change > threshold_pct and significant and c.pct_ci_low is not None and c.pct_ci_low > 0:
+        # rule 3 where an interval is shown; none (n too small) leaves rules 1 and 2
+        if c.pct_change > threshold_pct and significant and (c.pct_ci_low is None or c.pct_ci_low > 0):
             g.verdict = "regression"
-        elif c.pct_change < -threshold_pct and significant and c.pct_ci_high is not None and c.pct_ci_high < 0:
+        elif c.pct_change < -threshold_pct and significant and (c.pct_ci_high is None or c.pct_ci_high < 0):
             g.verdict = "improvement"
         else:
             g.verdict = "unchanged"
