@@ -87,12 +87,9 @@ Its duration, counts and rates are the workload's own and stand even when the wi
 was too short for the sensor."""
 
 
-def withheld_metrics(withheld_windows: dict[str, str] | None, names) -> set[str]:
-    """The metric names among ``names`` that validation left out of the statistics:
-    each sensor figure (:data:`WINDOW_SENSOR_FIGURES`) of a window in
-    ``withheld_windows`` (``{window key: reason}``, stored in ``trials.windows_withheld``
-    by :func:`gcbench.validate.validate_run`). The stored values are kept."""
-    if not withheld_windows:
-        return set()
-    wanted = {f"{key}_{figure}" for key in withheld_windows for figure in WINDOW_SENSOR_FIGURES}
-    return {n for n in names if n in wanted}
+def withheld_metrics(withheld_windows: dict[str, str] | None) -> set[str]:
+    """The metric names validation left out of the statistics: each sensor figure
+    (:data:`WINDOW_SENSOR_FIGURES`) of a window in ``withheld_windows`` (``{window key:
+    reason}``, stored in ``trials.windows_withheld`` by :func:`gcbench.validate.validate_run`).
+    The stored values are kept."""
+    return {f"{key}_{figure}" for key in withheld_windows or {} for figure in WINDOW_SENSOR_FIGURES}

@@ -138,10 +138,7 @@ def trials_frame(conn, dag_run_pk: int):
     numeric: dict[str, dict[int, Any]] = {}
     text: dict[str, dict[int, Any]] = {}
     withheld = {
-        pk: metrics.withheld_metrics(w, names)
-        for pk, w in zip(df["trial_pk"], df["windows_withheld"], strict=True)
-        if w
-        for names in [{r[1] for r in metric_rows if r[0] == pk}]
+        pk: metrics.withheld_metrics(w) for pk, w in zip(df["trial_pk"], df["windows_withheld"], strict=True) if w
     }
     for pk, name, value, text_value in metric_rows:
         if name in withheld.get(pk, ()):
