@@ -217,17 +217,23 @@ def test_first_nights_are_not_checked(history):
     assert all("no baseline yet: 1 earlier night(s), 3 needed" in g.note for g in result.groups)
 
 
-def test_check_is_a_pure_function_of_frames():
-    rng = np.random.default_rng(1)
-    base = pd.DataFrame(
+def _steady_nights(seed: int, nights: int) -> pd.DataFrame:
+    """A baseline frame of variant ``v`` (noop, duration_s): ``nights`` nights of 3 trials
+    at 1 s with 1 % noise."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
         {
             "variant": "v",
             "kind": "noop",
             "metric": "duration_s",
-            "value": 1 + 0.01 * rng.standard_normal(30),
-            "night": np.repeat(np.arange(10), 3),
+            "value": 1 + 0.01 * rng.standard_normal(3 * nights),
+            "night": np.repeat(np.arange(nights), 3),
         }
     )
+
+
+def test_check_is_a_pure_function_of_frames():
+    base = _steady_nights(1, 10)
     now = pd.DataFrame({"variant": ["v"] * 3, "kind": "noop", "metric": "duration_s", "value": [1.2, 1.21, 1.19]})
     (g,) = check(now, base, RegressionSettings(baseline_runs=4, min_baseline_runs=4))
     assert g.n_baseline == 12 and g.baseline_nights == 4  # only the last 4 nights
@@ -241,16 +247,7 @@ def test_the_interval_of_the_change_is_shown_and_required_only_from_five_values_
     """From 5 values a side the % change's 95 % interval keeps its confidence
     (stats.MIN_N_INTERVAL) and rule 3 applies: shown, and above 0 for a regression; one
     that reaches below 0 is no regression."""
-    rng = np.random.default_rng(7)
-    base = pd.DataFrame(
-        {
-            "variant": "v",
-            "kind": "noop",
-            "metric": "duration_s",
-            "value": 1 + 0.01 * rng.standard_normal(21),
-            "night": np.repeat(np.arange(7), 3),
-        }
-    )
+    base = _steady_nights(7, 7)
     now = pd.DataFrame(
         {"variant": ["v"] * 5, "kind": "noop", "metric": "duration_s", "value": [1.2, 1.21, 1.19, 1.22, 1.18]}
     )

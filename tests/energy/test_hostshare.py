@@ -146,9 +146,10 @@ def test_which_trials_measure_host_wide_energy(tmp_path, rapl):
     assert hostshare.measures_host_energy(EnergySettings(rapl_root=str(tmp_path / "none"), codecarbon=True))
 
 
-def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
-    folder = tmp_path / "reg"
-    dead = subprocess.run(
+def _register_and_vanish(folder):
+    """Trial ``deadbeef`` ("killed #0") registers in ``folder`` from a process that then
+    exits without closing its entry, as one SIGKILLed would leave it."""
+    return subprocess.run(
         [
             sys.executable,
             "-c",
@@ -158,7 +159,12 @@ def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
         ],
         check=True,
     )
-    assert dead.returncode == 0 and len(list(folder.glob("*.json"))) == 1  # left open, as by SIGKILL
+
+
+def test_a_process_that_died_before_the_trial_is_not_counted(tmp_path):
+    folder = tmp_path / "reg"
+    assert _register_and_vanish(folder).returncode == 0
+    assert len(list(folder.glob("*.json"))) == 1  # left open, as by SIGKILL
     me = hostshare.HostPresence("t1", "me #0", folder).register()
     now = time.monotonic()
     assert me.concurrent(now - 1, now + 1) == []
@@ -270,16 +276,7 @@ def test_a_trial_that_started_beside_this_one_and_was_killed_still_counts(tmp_pa
     folder = tmp_path / "reg"
     me = hostshare.HostPresence("t1", "me #0", folder).register()
     start = time.monotonic()
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from gcbench.energy.hostshare import HostPresence; "
-            "HostPresence('deadbeef', 'killed #0', sys.argv[1]).register()",
-            str(folder),
-        ],
-        check=True,
-    )
+    _register_and_vanish(folder)
     end = time.monotonic() + 1.0
     (found,) = me.concurrent(start, end)
     assert found[0].startswith("killed #0 (deadbeef, pid ") and found[2] == end  # its end unknown: to the window's
